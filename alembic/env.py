@@ -1,0 +1,50 @@
+"""Alembic environment: migrates the database named by ``sqlalchemy.url`` or the settings."""
+
+from __future__ import annotations
+
+import asyncio
+from logging.config import fileConfig
+
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from alembic import context
+from app.db.engine import async_url
+from app.db.schema import metadata
+
+config = context.config
+if config.config_file_name is not None and config.attributes.get("configure_logger", True):
+    fileConfig(config.config_file_name)
+
+
+def _url() -> str:
+    url = config.get_main_option("sqlalchemy.url")
+    if url:
+        return async_url(url)
+    from app.settings import get_settings
+
+    configured = get_settings().database_url
+    if not configured:
+        raise SystemExit("RUNQ_DATABASE_URL is not set (use `runq migrate`, which starts the embedded server)")
+    return async_url(configured)
+
+
+def _run(connection: Connection) -> None:
+    context.configure(connection=connection, target_metadata=metadata, compare_type=True)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+async def _run_async() -> None:
+    engine = create_async_engine(_url())
+    async with engine.connect() as connection:
+        await connection.run_sync(_run)
+    await engine.dispose()
+
+
+if context.is_offline_mode():
+    context.configure(url=_url(), target_metadata=metadata, literal_binds=True)
+    with context.begin_transaction():
+        context.run_migrations()
+else:
+    asyncio.run(_run_async())

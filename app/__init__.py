@@ -1,0 +1,1 @@
+"""runq: a PostgreSQL-backed control plane for long-running AI agent runs."""

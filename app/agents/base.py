@@ -1,0 +1,95 @@
+"""What an agent is, what it may raise, and the context the runtime hands it."""
+
+from __future__ import annotations
+
+import importlib
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+T = TypeVar("T")
+
+
+class AgentError(Exception):
+    """Base of the errors an agent raises to end an attempt; ``code`` lands in ``error_code``."""
+
+    code = "agent_error"
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        if code:
+            self.code = code
+
+
+class RetryableError(AgentError):
+    """The attempt failed but another may succeed: retry with backoff."""
+
+    code = "retryable_error"
+
+
+class FatalError(AgentError):
+    """Retrying cannot help: the run is dead at once."""
+
+    code = "fatal_error"
+
+
+class BudgetExceeded(FatalError):
+    """``max_turns`` or ``max_tool_calls`` is used up."""
+
+    code = "budget_exceeded"
+
+
+class DeadlineExceeded(FatalError):
+    """The run's ``deadline_s`` has passed."""
+
+    code = "deadline_exceeded"
+
+
+@runtime_checkable
+class RunContext(Protocol):
+    """The runtime's side of an agent run (implemented by the worker)."""
+
+    run_id: uuid.UUID
+    tenant_id: str
+    attempt: int
+    input: Mapping[str, Any]
+    budget: Mapping[str, Any]
+    resume_state: Any
+
+    @property
+    def cancelled(self) -> bool: ...
+
+    def raise_if_cancelled(self) -> None: ...
+
+    async def emit(self, type: str, data: Mapping[str, Any]) -> None: ...
+
+    async def checkpoint(self, state: Any) -> None: ...
+
+    async def effect(self, key: str, fn: Callable[[], Awaitable[T]]) -> T: ...
+
+    def count_turn(self) -> None:
+        """Count one model turn against ``max_turns`` (raises :class:`BudgetExceeded`)."""
+
+    def count_tool_call(self) -> None:
+        """Count one tool call against ``max_tool_calls`` (raises :class:`BudgetExceeded`)."""
+
+    async def shell(self, command: str, *, timeout_s: float | None = None) -> ShellResult: ...
+
+
+class ShellResult(Protocol):
+    exit_code: int | None
+    output: str
+    timed_out: bool
+
+
+class Agent(Protocol):
+    """An agent: ``run`` returns the output stored on the run as ``run.completed {output}``."""
+
+    async def run(self, ctx: RunContext) -> Any: ...
+
+
+def load_agent(target: str) -> type[Agent]:
+    """Import ``module:Class`` as registered in ``RUNQ_AGENTS``."""
+    module_name, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module_name), attr)  # type: ignore[no-any-return]
+

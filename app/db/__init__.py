@@ -1,0 +1,1 @@
+"""Database plumbing: engines, the schema, migrations and the embedded server."""

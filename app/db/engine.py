@@ -1,0 +1,37 @@
+"""SQLAlchemy engines on asyncpg, and the one place where driver errors become domain errors."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+
+def async_url(url: str) -> str:
+    """Accept ``postgres://``/``postgresql://`` URLs and point them at the asyncpg driver."""
+    parsed = make_url(url.replace("postgres://", "postgresql://", 1))
+    return parsed.set(drivername="postgresql+asyncpg").render_as_string(hide_password=False)
+
+
+def asyncpg_dsn(url: str) -> str:
+    """The same URL for a raw asyncpg connection (LISTEN needs one outside the pool)."""
+    parsed = make_url(url.replace("postgres://", "postgresql://", 1))
+    return parsed.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def create_engine(url: str, *, pool_size: int = 10, application_name: str = "runq") -> AsyncEngine:
+    return create_async_engine(
+        async_url(url),
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=True,
+        pool_recycle=1800,
+        json_serializer=_dumps,
+        connect_args={"server_settings": {"application_name": application_name}},
+    )
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), default=str)

@@ -1,0 +1,170 @@
+"""The tables, as SQLAlchemy metadata: Alembic's target and the reference for the migrations."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Boolean,
+    CheckConstraint,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    Table,
+    Text,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB, UUID
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+NOW = text("now()")
+STATUSES = "'pending', 'leased', 'done', 'dead', 'cancelled'"
+
+agent_runs = Table(
+    "agent_runs",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True, server_default=text("gen_random_uuid()")),
+    Column("tenant_id", Text, nullable=False),
+    Column("agent", Text, nullable=False),
+    Column("status", Text, nullable=False, server_default="pending"),
+    Column("priority", Integer, nullable=False, server_default="0"),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("max_attempts", Integer, nullable=False),
+    Column("available_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    # available_at minus priority x aging: one ascending key gives "priority first, FIFO
+    # within a priority" and lets waiting runs overtake, so one index serves the claim.
+    Column("queue_rank", DateTime(timezone=True), nullable=False, server_default=NOW),
+    Column("locked_until", DateTime(timezone=True)),
+    Column("locked_by", Text),
+    Column("lease_id", UUID(as_uuid=True)),
+    Column("leased_at", DateTime(timezone=True)),
+    Column("heartbeat_at", DateTime(timezone=True)),
+    Column("cancel_requested_at", DateTime(timezone=True)),
+    Column("cancel_reason", Text),
+    Column("budget_json", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("input_json", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("output", JSONB),
+    Column("error_code", Text),
+    Column("error_message", Text),
+    Column("idempotency_key", Text),
+    Column("request_hash", Text),
+    Column("on_disconnect", Text, nullable=False, server_default="continue"),
+    Column("disconnect_grace_s", Float, nullable=False, server_default="30"),
+    Column("detached_at", DateTime(timezone=True)),
+    Column("last_event_seq", Integer, nullable=False, server_default="0"),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    Column("finished_at", DateTime(timezone=True)),
+    CheckConstraint(f"status IN ({STATUSES})", name="status"),
+    CheckConstraint("on_disconnect IN ('continue', 'cancel')", name="on_disconnect"),
+    # Heartbeats rewrite locked_until every few seconds: room on the page keeps them HOT.
+    postgresql_with={"fillfactor": "70"},
+)
+
+Index(
+    "ix_agent_runs_claim",
+    agent_runs.c.queue_rank,
+    agent_runs.c.created_at,
+    postgresql_where=text("status = 'pending'"),
+)
+# Leased runs by tenant: the reaper, the in-flight caps and /admin/workers read these few rows.
+# No index names locked_until, so heartbeat renewals stay HOT updates (docs/schema.md).
+Index("ix_agent_runs_leased", agent_runs.c.tenant_id, postgresql_where=text("status = 'leased'"))
+Index(
+    "ix_agent_runs_tenant_created",
+    agent_runs.c.tenant_id,
+    agent_runs.c.created_at.desc(),
+    agent_runs.c.id.desc(),
+)
+Index(
+    "ix_agent_runs_finished",
+    agent_runs.c.finished_at,
+    postgresql_where=text("status IN ('done', 'dead', 'cancelled')"),
+)
+Index(
+    "ix_agent_runs_interactive",
+    agent_runs.c.created_at,
+    postgresql_where=text("on_disconnect = 'cancel' AND status IN ('pending', 'leased')"),
+)
+Index(
+    "uq_agent_runs_idempotency",
+    agent_runs.c.tenant_id,
+    agent_runs.c.idempotency_key,
+    unique=True,
+    postgresql_where=text("idempotency_key IS NOT NULL"),
+)
+
+run_events = Table(
+    "run_events",
+    metadata,
+    Column("run_id", UUID(as_uuid=True), ForeignKey("agent_runs.id", ondelete="CASCADE"), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("type", Text, nullable=False),
+    Column("data", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("attempt", Integer, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    PrimaryKeyConstraint("run_id", "seq"),
+)
+
+run_checkpoints = Table(
+    "run_checkpoints",
+    metadata,
+    Column("run_id", UUID(as_uuid=True), ForeignKey("agent_runs.id", ondelete="CASCADE"), primary_key=True),
+    Column("state", JSONB, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("event_seq", Integer, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+)
+
+run_effects = Table(
+    "run_effects",
+    metadata,
+    Column("run_id", UUID(as_uuid=True), ForeignKey("agent_runs.id", ondelete="CASCADE"), nullable=False),
+    Column("key", Text, nullable=False),
+    Column("result", JSONB),
+    Column("attempt", Integer, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    PrimaryKeyConstraint("run_id", "key"),
+)
+
+run_subscribers = Table(
+    "run_subscribers",
+    metadata,
+    Column("run_id", UUID(as_uuid=True), ForeignKey("agent_runs.id", ondelete="CASCADE"), nullable=False),
+    Column("subscriber_id", UUID(as_uuid=True), nullable=False),
+    Column("seen_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    PrimaryKeyConstraint("run_id", "subscriber_id"),
+)
+
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True, server_default=text("gen_random_uuid()")),
+    Column("tenant_id", Text, nullable=False),
+    Column("key_hash", Text, nullable=False, unique=True),
+    Column("prefix", Text, nullable=False),
+    Column("is_admin", Boolean, nullable=False, server_default=text("false")),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    Column("revoked_at", DateTime(timezone=True)),
+)
+
+tenant_limits = Table(
+    "tenant_limits",
+    metadata,
+    Column("tenant_id", Text, primary_key=True),
+    Column("max_inflight", Integer, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    CheckConstraint("max_inflight >= 0", name="max_inflight"),
+)

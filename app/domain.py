@@ -1,0 +1,106 @@
+"""The run and event types shared by the API and the worker, and the queue's domain errors."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+
+class Status(StrEnum):
+    PENDING = "pending"
+    LEASED = "leased"
+    DONE = "done"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+
+
+TERMINAL = frozenset({Status.DONE, Status.DEAD, Status.CANCELLED})
+TERMINAL_EVENTS = frozenset({"run.completed", "run.cancelled", "run.failed"})
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    id: uuid.UUID
+    tenant_id: str
+    agent: str
+    status: Status
+    priority: int
+    attempts: int
+    max_attempts: int
+    input: dict[str, Any]
+    budget: dict[str, Any]
+    output: Any
+    available_at: datetime
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+    cancel_requested_at: datetime | None
+    cancel_reason: str | None
+    error_code: str | None
+    error_message: str | None
+    on_disconnect: str
+    disconnect_grace_s: float
+    last_event_seq: int
+    locked_by: str | None
+    locked_until: datetime | None
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A run a worker holds: every write it makes is fenced by ``lease_id``."""
+
+    run: Run
+    lease_id: uuid.UUID
+    resume_state: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    seq: int
+    type: str
+    data: dict[str, Any]
+    attempt: int
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseCheck:
+    """What one heartbeat learned about the runs a worker holds."""
+
+    lost: frozenset[uuid.UUID]
+    cancel_requested: frozenset[uuid.UUID]
+
+
+class QueueError(Exception):
+    """Base of the queue's domain errors."""
+
+
+class RunNotFound(QueueError):
+    """No such run for this tenant."""
+
+
+class RunFinished(QueueError):
+    """The run is terminal; it cannot change any more."""
+
+
+class LeaseLost(QueueError):
+    """The claim's lease is gone: the worker must stop the run and write nothing more."""
+
+
+class IdempotencyConflict(QueueError):
+    """The idempotency key was used before with a different request body."""
+
+
+class NotRequeueable(QueueError):
+    """Only dead or cancelled runs can be requeued."""
+
+
+class DatabaseUnavailable(QueueError):
+    """PostgreSQL cannot be reached right now; retry later."""

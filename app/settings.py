@@ -1,0 +1,96 @@
+"""Configuration from ``RUNQ_*`` environment variables."""
+
+from __future__ import annotations
+
+import secrets
+from functools import lru_cache
+from typing import Annotated, Literal
+
+from pydantic import Field, PositiveFloat, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+Seconds = PositiveFloat
+
+BUILTIN_AGENTS = {
+    "demo": "app.agents.demo:DemoAgent",
+    "openai": "app.agents.openai:OpenAIAgent",
+}
+
+
+class Settings(BaseSettings):
+    """Every knob of runq; fractional seconds are accepted everywhere."""
+
+    model_config = SettingsConfigDict(env_prefix="RUNQ_", extra="ignore")
+
+    env: Literal["development", "production"] = "development"
+    database_url: str | None = Field(
+        default=None, description="PostgreSQL URL; unset starts an embedded server under .runq/"
+    )
+    data_dir: str = Field(default=".runq", description="Where the embedded server keeps its data")
+
+    lease_s: Seconds = 30.0
+    heartbeat_s: Seconds = 10.0
+    poll_s: Seconds = 1.0
+    reaper_s: Seconds = 5.0
+    retry_base_s: Seconds = 5.0
+    retry_max_s: Seconds = 300.0
+    max_attempts: Annotated[int, Field(ge=1)] = 3
+    tenant_max_inflight: Annotated[int, Field(ge=0)] = 0
+    shutdown_grace_s: Annotated[float, Field(ge=0)] = 30.0
+    max_body_bytes: Annotated[int, Field(ge=1024)] = 262_144
+    stream_token_ttl_s: Seconds = 300.0
+    secret_key: str | None = None
+    priority_aging_s: Seconds = 60.0
+    presence_ttl_s: Seconds = 15.0
+    retention_days: Annotated[float, Field(ge=0)] = 30.0
+    redact_roots: Annotated[list[str], NoDecode] = Field(default_factory=list)
+
+    agents: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
+    worker_metrics_port: int | None = None
+    log_format: Literal["auto", "json", "text"] = "auto"
+
+    openai_base_url: str = "https://api.openai.com/v1"
+    openai_api_key: str | None = None
+    openai_model: str = "gpt-4o-mini"
+
+    @field_validator("agents", mode="before")
+    @classmethod
+    def _parse_agents(cls, value: object) -> object:
+        """``RUNQ_AGENTS=name=module:Class,other=module:Class`` adds to the built-in agents."""
+        if isinstance(value, str):
+            pairs = (item.split("=", 1) for item in value.split(",") if item.strip())
+            return {name.strip(): target.strip() for name, target in pairs}
+        return value
+
+    @field_validator("redact_roots", mode="before")
+    @classmethod
+    def _parse_roots(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [root for root in value.split(":") if root]
+        return value
+
+    @model_validator(mode="after")
+    def _check(self) -> Settings:
+        if self.heartbeat_s >= self.lease_s:
+            raise ValueError("RUNQ_HEARTBEAT_S must be shorter than RUNQ_LEASE_S")
+        if self.retry_base_s > self.retry_max_s:
+            raise ValueError("RUNQ_RETRY_BASE_S must not exceed RUNQ_RETRY_MAX_S")
+        if self.env == "production":
+            # Refuse the conveniences that are unsafe once real tenants depend on us.
+            if not self.database_url:
+                raise ValueError("RUNQ_DATABASE_URL is required when RUNQ_ENV=production")
+            if not self.secret_key or len(self.secret_key) < 32:
+                raise ValueError("RUNQ_SECRET_KEY (32+ chars) is required when RUNQ_ENV=production")
+        if self.secret_key is None:
+            # Development only: tokens die with the process, which is fine for one dev API.
+            self.secret_key = secrets.token_urlsafe(32)
+        return self
+
+    @property
+    def agent_registry(self) -> dict[str, str]:
+        return {**BUILTIN_AGENTS, **self.agents}
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()
