@@ -1,0 +1,43 @@
+# The README's two commands are `make run` and `make test`; both install what they need first.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-dev
+PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
+
+.PHONY: install run test test-integration chaos bench bench-smoke lint clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: install
+	$(BIN)/runq dev
+
+test: install
+	$(PYTEST) tests
+
+test-integration: install
+	$(PYTEST) tests/unit tests/integration
+
+chaos: install
+	RUNQ_CHAOS_RUNS=$${RUNQ_CHAOS_RUNS:-5000} $(PYTEST) -m chaos tests/chaos
+
+bench: install
+	$(BIN)/python -m pip install -q -e '.[bench]'
+	$(BIN)/python -m bench
+
+bench-smoke: install
+	$(BIN)/python -m pip install -q -e '.[bench]'
+	$(BIN)/python -m bench --smoke
+
+lint: install
+	$(BIN)/ruff check app tests
+	$(BIN)/mypy app
+
+clean:
+	rm -rf $(VENV) .runq *.egg-info
