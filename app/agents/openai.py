@@ -1,0 +1,344 @@
+"""The built-in ``openai`` agent: a streaming chat-completions loop for any OpenAI-compatible API.
+
+One turn: ``POST {base_url}/chat/completions`` with ``stream: true``; text deltas become
+``message.delta`` events, tool-call deltas are assembled by ``index`` and run only once the turn's
+stream has finished. The conversation, in the provider's own message format, is the checkpoint
+(``{"messages": [...]}``), saved after a model turn that asked for tools and after every tool
+result, so a retried attempt never repeats a finished turn or a finished call.
+
+The HTTP client is shared: one pooled ``httpx.AsyncClient`` per worker process, event loop and
+base URL, created lazily by :func:`shared_client`, so runs reuse connections to the provider.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx
+
+from app.agents.base import FatalError, RetryableError, RunContext
+from app.agents.tools import DEFAULT_TOOLS, Tool, ToolRegistry, ToolResult, invoke
+from app.settings import Settings, get_settings
+
+_TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=30.0, pool=30.0)
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, httpx.AsyncClient]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def shared_client(base_url: str) -> httpx.AsyncClient:
+    """The process's client for ``base_url`` on the running loop (a client is bound to its loop)."""
+    per_loop = _clients.setdefault(asyncio.get_running_loop(), {})
+    client = per_loop.get(base_url)
+    if client is None or client.is_closed:
+        client = per_loop[base_url] = httpx.AsyncClient(base_url=base_url, timeout=_TIMEOUT)
+    return client
+
+
+async def close_shared_clients() -> None:
+    """Close the running loop's shared clients (worker shutdown, test teardown)."""
+    for client in _clients.pop(asyncio.get_running_loop(), {}).values():
+        await client.aclose()
+
+
+class _Transient(Exception):
+    """A model error worth retrying inside the run (connection, 429, 5xx)."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+@dataclass
+class _Turn:
+    text: str = ""
+    calls: dict[int, dict[str, Any]] = field(default_factory=dict)
+    finished: bool = False
+
+    def add(self, delta: Mapping[str, Any]) -> str:
+        """Fold one chunk's delta in; return its new text."""
+        for part in delta.get("tool_calls") or ():
+            index = part.get("index")
+            if not isinstance(index, int):
+                index = self._index_without_one(part.get("id"))
+            call = self.calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
+            call["id"] = call["id"] or part.get("id") or ""
+            function = part.get("function") or {}
+            call["name"] += function.get("name") or ""
+            call["arguments"] += function.get("arguments") or ""
+        text = delta.get("content") or ""
+        self.text += text
+        return text
+
+    def _index_without_one(self, call_id: str | None) -> int:
+        """Some servers omit ``index``: an unseen id starts a new call, else the delta continues."""
+        for index, call in self.calls.items():
+            if call_id and call["id"] == call_id:
+                return index
+        return len(self.calls) if call_id or not self.calls else max(self.calls)
+
+    def message(self, turn_number: int) -> dict[str, Any]:
+        """The assistant message to append to the conversation."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.text or None}
+        if self.calls:
+            message["tool_calls"] = [
+                {
+                    "id": call["id"] or f"call_{turn_number}_{index}",
+                    "type": "function",
+                    "function": {"name": call["name"], "arguments": call["arguments"]},
+                }
+                for index, call in sorted(self.calls.items())
+            ]
+        return message
+
+
+class OpenAIAgent:
+    """Chat completions with streamed tool calls; ``tools`` is the registry runs choose from.
+
+    Subclass to offer your own tools (``tools = ToolRegistry([SHELL, my_tool])``) or to tune the
+    in-run retry of transient model errors (``retries`` more tries after the first, exponential
+    backoff from ``backoff_s``, waits — ``Retry-After`` included — capped at ``max_wait_s``).
+    """
+
+    tools: ToolRegistry = DEFAULT_TOOLS
+    retries: int = 3
+    backoff_s: float = 0.5
+    max_wait_s: float = 30.0
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings or get_settings()
+
+    async def run(self, ctx: RunContext) -> dict[str, Any]:
+        base = _request_base(ctx.input, self.settings)
+        tools = self.tools.select(_names(ctx.input.get("tools", [])))
+        if tools:
+            base["tools"] = [tool.spec() for tool in tools.values()]
+        messages = _resume(ctx.resume_state) or _initial_messages(ctx.input)
+        while True:
+            await self._finish_tool_calls(ctx, tools, messages)
+            ctx.raise_if_cancelled()
+            ctx.count_turn()
+            turn_number = _assistant_turns(messages) + 1
+            turn = await self._model_turn(ctx, {**base, "messages": messages})
+            await ctx.emit("message.completed", {"text": turn.text})
+            if not turn.calls:
+                return {"text": turn.text}
+            messages.append(turn.message(turn_number))
+            await ctx.checkpoint({"messages": list(messages)})
+
+    async def _finish_tool_calls(
+        self, ctx: RunContext, tools: Mapping[str, Tool], messages: list[dict[str, Any]]
+    ) -> None:
+        """Run the last assistant turn's calls that have no result yet (all of them, or those
+        left when the previous attempt stopped), checkpointing after each result."""
+        last = max(
+            (i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=None
+        )
+        if last is None:
+            return
+        done = {m.get("tool_call_id") for m in messages[last + 1 :] if m.get("role") == "tool"}
+        turn_number = _assistant_turns(messages[: last + 1])
+        for call in messages[last].get("tool_calls") or ():
+            if call["id"] in done:
+                continue
+            ctx.count_tool_call()
+            result = await self._call(
+                ctx, tools, call, effect_key=f"openai:{turn_number}:{call['id']}"
+            )
+            await ctx.emit(
+                "tool.result",
+                {"tool_call_id": call["id"], "output": result.output, "is_error": result.is_error},
+            )
+            messages.append(
+                {"role": "tool", "tool_call_id": call["id"], "content": _content(result)}
+            )
+            await ctx.checkpoint({"messages": list(messages)})
+
+    async def _call(
+        self,
+        ctx: RunContext,
+        tools: Mapping[str, Tool],
+        call: Mapping[str, Any],
+        *,
+        effect_key: str,
+    ) -> ToolResult:
+        name, raw = call["function"]["name"], call["function"]["arguments"]
+        try:
+            args = json.loads(raw or "{}")
+        except json.JSONDecodeError as exc:
+            await ctx.emit(
+                "tool.call", {"tool_call_id": call["id"], "name": name, "arguments": raw}
+            )
+            return ToolResult(
+                f"arguments are not valid JSON ({exc}); send a JSON object", is_error=True
+            )
+        await ctx.emit("tool.call", {"tool_call_id": call["id"], "name": name, "arguments": args})
+        tool = tools.get(name)
+        if tool is None:
+            offered = ", ".join(tools) or "none"
+            return ToolResult(f"no tool named {name!r} (offered: {offered})", is_error=True)
+        if not isinstance(args, dict):
+            return ToolResult("arguments must be a JSON object", is_error=True)
+        return await invoke(tool, ctx, args, effect_key=effect_key)
+
+    async def _model_turn(self, ctx: RunContext, body: dict[str, Any]) -> _Turn:
+        """One model turn, retrying transient failures a bounded number of times."""
+        tries = 0
+        while True:
+            try:
+                return await self._stream(ctx, body)
+            except _Transient as exc:
+                tries += 1
+                wait = exc.retry_after
+                if wait is None:
+                    wait = min(self.max_wait_s, self.backoff_s * 2 ** (tries - 1))
+                if tries > self.retries or wait > self.max_wait_s:
+                    # Hand over to the queue's backoff rather than hold the lease for longer.
+                    raise RetryableError(
+                        f"model unavailable after {tries} tries: {exc}", code="model_unavailable"
+                    ) from exc
+                await asyncio.sleep(wait)
+
+    async def _stream(self, ctx: RunContext, body: dict[str, Any]) -> _Turn:
+        headers = {"Accept": "text/event-stream"}
+        if self.settings.openai_api_key:
+            headers["Authorization"] = f"Bearer {self.settings.openai_api_key}"
+        client = shared_client(self.settings.openai_base_url.rstrip("/") + "/")
+        turn = _Turn()
+        try:
+            # Leaving this block for any reason (a cancel or lost lease arrives as task
+            # cancellation) closes the response, and with it the connection mid-stream.
+            async with client.stream(
+                "POST", "chat/completions", json=body, headers=headers
+            ) as response:
+                if response.status_code != 200:
+                    await response.aread()
+                    raise _http_error(response)
+                async for line in response.aiter_lines():
+                    if not line.startswith("data:"):
+                        continue  # blank separators, ": keep-alive" comments, "event:" lines
+                    payload = line[5:].strip()
+                    if payload == "[DONE]":
+                        turn.finished = True
+                        break
+                    chunk = json.loads(payload)
+                    if "error" in chunk:
+                        raise _Transient(f"error in stream: {_provider_message(chunk)}")
+                    for choice in chunk.get("choices") or ():
+                        text = turn.add(choice.get("delta") or {})
+                        if text:
+                            await ctx.emit("message.delta", {"text": text})
+                        turn.finished = turn.finished or choice.get("finish_reason") is not None
+        except httpx.TransportError as exc:
+            raise _Transient(f"{type(exc).__name__}: {exc}") from exc
+        except json.JSONDecodeError as exc:
+            raise _Transient(f"malformed stream chunk: {exc}") from exc
+        if not turn.finished:
+            raise _Transient("stream ended before the turn finished")
+        return turn
+
+
+def _http_error(response: httpx.Response) -> Exception:
+    """429 and 5xx are transient; any other status is the request's fault and fatal."""
+    message = f"HTTP {response.status_code}: {_provider_message(_json_or_text(response))}"
+    if response.status_code in (408, 429) or response.status_code >= 500:
+        return _Transient(message, retry_after=_retry_after(response.headers))
+    return FatalError(f"model request failed with {message}", code="model_error")
+
+
+def _json_or_text(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return response.text
+
+
+def _provider_message(body: Any) -> str:
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict) and error.get("message"):
+        return str(error["message"])[:1000]
+    return (body if isinstance(body, str) else json.dumps(body))[:1000] or "no message"
+
+
+def _retry_after(headers: httpx.Headers) -> float | None:
+    """``retry-after-ms`` (OpenAI), else ``Retry-After`` as seconds or an HTTP date."""
+    try:
+        if "retry-after-ms" in headers:
+            return max(0.0, float(headers["retry-after-ms"]) / 1000)
+        value = headers.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            return max(0.0, (parsedate_to_datetime(value) - datetime.now(UTC)).total_seconds())
+    except (ValueError, TypeError):
+        return None
+
+
+def _request_base(input: Mapping[str, Any], settings: Settings) -> dict[str, Any]:
+    model = input.get("model", settings.openai_model)
+    if not isinstance(model, str) or not model:
+        raise FatalError("`model` must be a non-empty string", code="invalid_input")
+    body: dict[str, Any] = {"model": model, "stream": True}
+    temperature = input.get("temperature")
+    if temperature is not None:
+        if isinstance(temperature, bool) or not isinstance(temperature, int | float):
+            raise FatalError("`temperature` must be a number", code="invalid_input")
+        body["temperature"] = temperature
+    return body
+
+
+def _names(value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+        raise FatalError("`tools` must be a list of tool names", code="invalid_input")
+    return value
+
+
+def _initial_messages(input: Mapping[str, Any]) -> list[dict[str, Any]]:
+    messages = input.get("messages")
+    prompt = input.get("prompt")
+    if messages is not None:
+        if (
+            not isinstance(messages, list)
+            or not messages
+            or not all(isinstance(m, dict) for m in messages)
+        ):
+            raise FatalError(
+                "`messages` must be a non-empty list of chat messages", code="invalid_input"
+            )
+        conversation = [dict(m) for m in messages]
+    elif isinstance(prompt, str) and prompt:
+        conversation = [{"role": "user", "content": prompt}]
+    else:
+        raise FatalError("input needs `prompt` (a string) or `messages`", code="invalid_input")
+    system = input.get("system")
+    if system is not None:
+        if not isinstance(system, str):
+            raise FatalError("`system` must be a string", code="invalid_input")
+        conversation.insert(0, {"role": "system", "content": system})
+    return conversation
+
+
+def _resume(state: Any) -> list[dict[str, Any]] | None:
+    if isinstance(state, dict) and isinstance(state.get("messages"), list) and state["messages"]:
+        return list(state["messages"])
+    return None
+
+
+def _assistant_turns(messages: list[dict[str, Any]]) -> int:
+    return sum(1 for m in messages if m.get("role") == "assistant")
+
+
+def _content(result: ToolResult) -> str:
+    """A tool message's content: chat completions has no error flag, so errors are wrapped."""
+    if result.is_error:
+        return json.dumps({"error": result.output})
+    return result.output if isinstance(result.output, str) else json.dumps(result.output)
