@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import sys
+import uuid
 from collections.abc import Sequence
 
+from app.console import parse_duration, print_json, print_table
+from app.db.engine import create_engine
+from app.domain import QueueError, Status
+from app.queue import Queue
 from app.settings import get_settings
 
 
@@ -32,7 +38,82 @@ def _parser() -> argparse.ArgumentParser:
     create = keys.add_parser("create", help="create a key and print it once")
     create.add_argument("--tenant", required=True)
     create.add_argument("--admin", action="store_true")
+
+    runs = sub.add_parser("runs", help="inspect and act on runs (operators)")
+    runs_sub = runs.add_subparsers(dest="runs_command", required=True)
+    listing = runs_sub.add_parser("list", help="newest first")
+    listing.add_argument("--status", choices=[s.value for s in Status])
+    listing.add_argument("--tenant")
+    listing.add_argument("--limit", type=int, default=50)
+    for name in ("show", "cancel", "requeue"):
+        runs_sub.add_parser(name).add_argument("run_id", type=uuid.UUID)
+    sub.add_parser("workers", help="live leases by worker")
+    sub.add_parser("stats", help="queue depth, in-flight per tenant, oldest pending age")
+    purge = sub.add_parser("purge", help="delete finished runs and their events older than an age")
+    purge.add_argument("--older-than", type=parse_duration, required=True, metavar="AGE")
+    for command in (*runs_sub.choices.values(), sub.choices["workers"], sub.choices["stats"], purge):
+        command.add_argument("--json", action="store_true", help="machine-readable output")
     return parser
+
+
+RUN_COLUMNS = ("id", "tenant_id", "agent", "status", "attempts", "created_at", "error_code")
+
+
+async def _operate(url: str, args: argparse.Namespace) -> int:
+    """The operator commands, straight on the repository layer (admin scope: every tenant)."""
+    settings = get_settings()
+    engine = create_engine(url, pool_size=2)
+    queue = Queue(engine, priority_aging_s=settings.priority_aging_s)
+    try:
+        if args.command == "runs":
+            if args.runs_command == "list":
+                status = Status(args.status) if args.status else None
+                runs = await queue.list_runs(tenant_id=args.tenant, status=status, limit=args.limit)
+                if args.json:
+                    print_json(runs)
+                else:
+                    print_table([dataclasses.asdict(r) for r in runs], RUN_COLUMNS)
+                return 0
+            action = {
+                "show": lambda: queue.get_run(args.run_id, tenant_id=None),
+                "cancel": lambda: queue.request_cancel(args.run_id, tenant_id=None, reason="operator"),
+                "requeue": lambda: queue.requeue(args.run_id),
+            }[args.runs_command]
+            run = await action()
+            if args.json:
+                print_json(run)
+            else:
+                print_table([dataclasses.asdict(run)], (*RUN_COLUMNS, "locked_by", "error_message"))
+            return 0
+        if args.command == "workers":
+            workers = await queue.live_leases()
+            if args.json:
+                print_json(workers)
+            else:
+                rows = [{"worker": w, **lease} for w, leases in workers.items() for lease in leases]
+                print_table(rows, ("worker", "run_id", "tenant_id", "attempt", "lease_age_s", "heartbeat_at"))
+            return 0
+        if args.command == "stats":
+            stats = await queue.stats()
+            if args.json:
+                print_json(stats)
+            else:
+                print_table([stats.by_status], [s.value for s in Status])
+                print(f"\noldest pending: {stats.oldest_pending_age_s:.1f} s   dead in the last hour: {stats.dead_last_hour}\n")
+                print_table([{"tenant": t, "in_flight": n} for t, n in stats.inflight_by_tenant.items()], ("tenant", "in_flight"))
+            return 0
+        if args.command == "purge":
+            total = 0
+            while deleted := await queue.purge_finished(older_than_s=args.older_than):
+                total += deleted
+            print_json({"purged": total}) if args.json else print(f"purged {total} runs")
+            return 0
+    except QueueError as exc:
+        print(f"runq: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        await engine.dispose()
+    return 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -65,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             print(asyncio.run(create_key(url, tenant_id=args.tenant, admin=args.admin)))
             return 0
-    return 2
+        return asyncio.run(_operate(url, args))
 
 
 if __name__ == "__main__":

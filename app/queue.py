@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -327,6 +328,28 @@ FORGET_STALE_SUBSCRIBERS = text(
     " FROM (SELECT run_id, max(seen_at) AS last_seen FROM stale GROUP BY run_id) s WHERE r.id = s.run_id"
 )
 
+COUNT_BY_STATUS = text("SELECT status, count(*) AS n FROM agent_runs GROUP BY status")
+INFLIGHT_BY_TENANT = text(
+    "SELECT tenant_id, count(*) AS n FROM agent_runs WHERE status = 'leased' GROUP BY tenant_id ORDER BY tenant_id"
+)
+OLDEST_PENDING_AGE = text(
+    "SELECT coalesce(extract(epoch FROM now() - min(available_at)), 0) FROM agent_runs"
+    " WHERE status = 'pending' AND available_at <= now()"
+)
+DEAD_SINCE = text(
+    "SELECT count(*) FROM agent_runs WHERE status = 'dead'"
+    " AND finished_at > now() - make_interval(secs => CAST(:window_s AS float8))"
+)
+LIVE_LEASES = text(
+    "SELECT locked_by, id, tenant_id, attempts, extract(epoch FROM now() - leased_at) AS lease_age_s,"
+    " heartbeat_at, locked_until FROM agent_runs WHERE status = 'leased' ORDER BY locked_by, leased_at"
+)
+SET_TENANT_LIMIT = text(
+    "INSERT INTO tenant_limits (tenant_id, max_inflight) VALUES (:tenant_id, :max_inflight)"
+    " ON CONFLICT (tenant_id) DO UPDATE SET max_inflight = excluded.max_inflight, updated_at = now()"
+)
+GET_TENANT_LIMIT = text("SELECT max_inflight FROM tenant_limits WHERE tenant_id = :tenant_id")
+
 PURGE_FINISHED = text(
     "WITH old AS (SELECT id FROM agent_runs WHERE status IN ('done', 'dead', 'cancelled')"
     " AND finished_at < now() - make_interval(secs => :older_than_s)"
@@ -382,6 +405,14 @@ def _events(events: NewEvents) -> dict[str, list[str]]:
 def request_hash(body: Mapping[str, Any]) -> str:
     """Stable digest of a create request, to tell an idempotent repeat from a conflicting one."""
     return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    by_status: dict[str, int]
+    inflight_by_tenant: dict[str, int]
+    oldest_pending_age_s: float
+    dead_last_hour: int
 
 
 class Queue:
@@ -740,3 +771,47 @@ class Queue:
     async def detach_subscriber(self, *, run_id: uuid.UUID, subscriber_id: uuid.UUID) -> None:
         async with self._tx() as conn:
             await conn.execute(DETACH_SUBSCRIBER, {"run_id": run_id, "subscriber_id": subscriber_id})
+
+    # -- operations ------------------------------------------------------------------------
+
+    async def stats(self, *, dead_window_s: float = 3600.0) -> QueueStats:
+        """Counts by status, in-flight per tenant, oldest runnable pending age, recent dead."""
+        async with self._tx() as conn:
+            counts = {r.status: r.n for r in await conn.execute(COUNT_BY_STATUS)}
+            inflight = {r.tenant_id: r.n for r in await conn.execute(INFLIGHT_BY_TENANT)}
+            oldest = float((await conn.execute(OLDEST_PENDING_AGE)).scalar() or 0)
+            dead = int((await conn.execute(DEAD_SINCE, {"window_s": dead_window_s})).scalar() or 0)
+        return QueueStats(
+            by_status={s.value: counts.get(s.value, 0) for s in Status},
+            inflight_by_tenant=inflight,
+            oldest_pending_age_s=oldest,
+            dead_last_hour=dead,
+        )
+
+    async def live_leases(self) -> dict[str, list[dict[str, Any]]]:
+        """Leased runs grouped by worker id, with lease age and last heartbeat."""
+        async with self._tx() as conn:
+            rows = (await conn.execute(LIVE_LEASES)).all()
+        workers: dict[str, list[dict[str, Any]]] = {}
+        for r in rows:
+            workers.setdefault(r.locked_by, []).append(
+                {
+                    "run_id": r.id,
+                    "tenant_id": r.tenant_id,
+                    "attempt": r.attempts,
+                    "lease_age_s": float(r.lease_age_s or 0),
+                    "heartbeat_at": r.heartbeat_at,
+                    "locked_until": r.locked_until,
+                }
+            )
+        return workers
+
+    async def set_tenant_limit(self, *, tenant_id: str, max_inflight: int) -> None:
+        """Override the in-flight cap of one tenant (0 = no cap)."""
+        async with self._tx() as conn:
+            await conn.execute(SET_TENANT_LIMIT, {"tenant_id": tenant_id, "max_inflight": max_inflight})
+        self._limits_checked_at = float("-inf")
+
+    async def tenant_limit(self, tenant_id: str) -> int | None:
+        async with self._tx() as conn:
+            return (await conn.execute(GET_TENANT_LIMIT, {"tenant_id": tenant_id})).scalar()

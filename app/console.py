@@ -1,0 +1,61 @@
+"""Terminal output for the operator commands: aligned tables for people, JSON for scripts."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(value: str) -> float:
+    """``30d``, ``12h``, ``90m``, ``45s`` or plain seconds → seconds."""
+    match = _DURATION.match(value)
+    if not match:
+        raise ValueError(f"not a duration: {value!r} (use e.g. 30d, 12h, 90m, 45s)")
+    return float(match[1]) * _UNIT_S[match[2]]
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    return str(value)
+
+
+def print_json(value: Any) -> None:
+    json.dump(_plain(value), sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(value, float):
+        return f"{value:.1f}"
+    return str(value)
+
+
+def print_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> None:
+    """Left-aligned columns sized to their content."""
+    cells = [[_cell(row.get(c)) for c in columns] for row in rows]
+    widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
+    for line in ([c.upper() for c in columns], *cells):
+        print("  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip())
+    if not rows:
+        print("(none)")
