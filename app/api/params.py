@@ -1,0 +1,42 @@
+"""Request parameters with their own error codes: run ids and opaque list cursors."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import uuid
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import Depends, Path
+
+from app.api.problems import ApiProblem
+
+
+def parse_run_id(
+    run_id: Annotated[str, Path(description="The run's id (a UUID)", examples=["0b7c…"])],
+) -> uuid.UUID:
+    try:
+        return uuid.UUID(run_id)
+    except ValueError as exc:
+        raise ApiProblem(422, "invalid_id", "the run id must be a UUID") from exc
+
+
+RunIdPath = Annotated[uuid.UUID, Depends(parse_run_id)]
+
+
+def encode_cursor(created_at: datetime, run_id: uuid.UUID) -> str:
+    """The keyset position after a page, opaque to clients."""
+    return base64.urlsafe_b64encode(json.dumps([created_at.isoformat(), str(run_id)]).encode()).decode()
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
+    try:
+        created_at, run_id = json.loads(base64.urlsafe_b64decode(cursor.encode("ascii")))
+        position = datetime.fromisoformat(created_at), uuid.UUID(run_id)
+    except (ValueError, TypeError, UnicodeError, binascii.Error) as exc:
+        raise ApiProblem(400, "invalid_cursor", "the cursor is not one this API handed out") from exc
+    if position[0].tzinfo is None:
+        raise ApiProblem(400, "invalid_cursor", "the cursor is not one this API handed out")
+    return position

@@ -1,0 +1,186 @@
+"""The tenant's routes: create, read, list and cancel runs; read and follow their events."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Header, Query, Request, Response, status
+from sse_starlette import EventSourceResponse
+
+from app.api.auth import StreamReader, Tenant
+from app.api.deps import RuntimeDep
+from app.api.params import RunIdPath, decode_cursor, encode_cursor
+from app.api.problems import ApiProblem, problems
+from app.api.schemas import CancelRun, CreateRun, EventOut, EventPage, RunOut, RunPage, StreamToken
+from app.api.stream import event_stream
+from app.api.tokens import issue_token
+from app.domain import Status
+from app.metrics import RUNS_CANCELLED, RUNS_CREATED, RUNS_FINISHED
+from app.queue import request_hash
+
+router = APIRouter(tags=["runs"])
+
+MAX_SEQ = 2**31 - 1  # run_events.seq is an int4
+SSE_MEDIA_TYPE = "text/event-stream"
+
+
+@router.post(
+    "/runs",
+    status_code=status.HTTP_201_CREATED,
+    response_model=RunOut,
+    responses={
+        200: {"model": RunOut, "description": "A repeat with the same Idempotency-Key and body"},
+        **problems(400, 401, 409, 413, 422, 503),
+    },
+)
+async def create_run(
+    body: CreateRun,
+    principal: Tenant,
+    runtime: RuntimeDep,
+    response: Response,
+    idempotency_key: Annotated[
+        str | None,
+        Header(min_length=1, max_length=255, description="Repeats with the same key return the same run"),
+    ] = None,
+) -> RunOut:
+    """Create a run; it is pending at once and a worker picks it up."""
+    settings = runtime.settings
+    if body.agent not in settings.agent_registry:
+        raise ApiProblem(
+            422,
+            "unknown_agent",
+            f"no agent named {body.agent!r}",
+            agents=sorted(settings.agent_registry),
+        )
+    request: dict[str, Any] = body.model_dump(mode="json") | {
+        "budget": body.budget.model_dump(exclude_none=True) if body.budget else {},
+        "max_attempts": body.max_attempts or settings.max_attempts,
+    }
+    run, created = await runtime.queue.enqueue(
+        tenant_id=principal.tenant_id,
+        agent=body.agent,
+        input=body.input,
+        budget=request["budget"],
+        priority=body.priority,
+        max_attempts=request["max_attempts"],
+        delay_s=body.delay_s,
+        on_disconnect=body.on_disconnect,
+        disconnect_grace_s=body.disconnect_grace_s,
+        idempotency_key=idempotency_key,
+        request_digest=request_hash(request) if idempotency_key else None,
+    )
+    if created:
+        RUNS_CREATED.labels(agent=run.agent).inc()
+    else:
+        response.status_code = status.HTTP_200_OK
+    return RunOut.of(run)
+
+
+@router.get("/runs", response_model=RunPage, responses=problems(400, 401, 422, 503))
+async def list_runs(
+    principal: Tenant,
+    runtime: RuntimeDep,
+    status: Status | None = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    cursor: Annotated[str | None, Query(max_length=512, description="`next_cursor` of the previous page")] = None,
+) -> RunPage:
+    """The tenant's runs, newest first."""
+    runs = await runtime.queue.list_runs(
+        tenant_id=principal.tenant_id,
+        status=status,
+        limit=limit + 1,
+        before=decode_cursor(cursor) if cursor else None,
+    )
+    page = runs[:limit]
+    more = len(runs) > limit
+    return RunPage(
+        items=[RunOut.of(r) for r in page],
+        next_cursor=encode_cursor(page[-1].created_at, page[-1].id) if more else None,
+    )
+
+
+@router.get("/runs/{run_id}", response_model=RunOut, responses=problems(401, 404, 422, 503))
+async def get_run(principal: Tenant, run_id: RunIdPath, runtime: RuntimeDep) -> RunOut:
+    return RunOut.of(await runtime.queue.get_run(run_id, tenant_id=principal.tenant_id))
+
+
+@router.post(
+    "/runs/{run_id}/cancel",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=RunOut,
+    responses=problems(400, 401, 404, 409, 413, 422, 503),
+)
+async def cancel_run(
+    principal: Tenant,
+    run_id: RunIdPath,
+    runtime: RuntimeDep,
+    body: Annotated[CancelRun | None, Body()] = None,
+) -> RunOut:
+    """Stop a run: a pending one is cancelled now, a leased one once its worker notices."""
+    run = await runtime.queue.request_cancel(
+        run_id, tenant_id=principal.tenant_id, reason="user", note=body.note if body else None
+    )
+    if run.status is Status.CANCELLED:
+        RUNS_CANCELLED.labels(reason="user").inc()
+        RUNS_FINISHED.labels(status="cancelled").inc()
+    return RunOut.of(run)
+
+
+def _wants_json(request: Request) -> bool:
+    accept = request.headers.get("accept", "")
+    return "application/json" in accept and SSE_MEDIA_TYPE not in accept
+
+
+def _cursor(after: int, last_event_id: str | None) -> int:
+    """``Last-Event-ID`` (what a reconnecting EventSource sends) wins over ``?after=``."""
+    if last_event_id is None:
+        return after
+    value = last_event_id.strip()
+    if not value.isascii() or not value.isdigit() or int(value) > MAX_SEQ:
+        raise ApiProblem(400, "invalid_cursor", "Last-Event-ID must be an event seq")
+    return int(value)
+
+
+@router.get(
+    "/runs/{run_id}/events",
+    response_model=EventPage,
+    responses={
+        200: {
+            "description": "SSE (`id: <seq>`, `event: <type>`, `data: <json>`), or with "
+            "`Accept: application/json` a page of events",
+            "content": {SSE_MEDIA_TYPE: {"schema": {"type": "string"}}},
+        },
+        **problems(400, 401, 404, 422, 503),
+    },
+)
+async def run_events(
+    request: Request,
+    principal: StreamReader,
+    run_id: RunIdPath,
+    runtime: RuntimeDep,
+    after: Annotated[int, Query(ge=0, le=MAX_SEQ, description="resume after this seq")] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000, description="page size of the JSON form")] = 100,
+    last_event_id: Annotated[str | None, Header(max_length=20)] = None,
+) -> EventPage | EventSourceResponse:
+    """Replay the run's events after the cursor, then follow live ones until the run ends."""
+    run = await runtime.queue.get_run(run_id, tenant_id=principal.tenant_id)
+    cursor = _cursor(after, last_event_id)
+    if _wants_json(request):
+        events = await runtime.queue.read_events(run.id, after=cursor, limit=limit)
+        return EventPage(items=[EventOut.of(e) for e in events])
+    return event_stream(runtime, run, after=cursor)
+
+
+@router.post(
+    "/runs/{run_id}/stream-token", response_model=StreamToken, responses=problems(401, 404, 422, 503)
+)
+async def create_stream_token(principal: Tenant, run_id: RunIdPath, runtime: RuntimeDep) -> StreamToken:
+    """A short-lived token for `GET /runs/{id}/events?token=…` (a browser EventSource sends no headers)."""
+    run = await runtime.queue.get_run(run_id, tenant_id=principal.tenant_id)
+    token, expires_at = issue_token(
+        runtime.settings.secret_key or "",
+        run_id=run.id,
+        tenant_id=run.tenant_id,
+        ttl_s=runtime.settings.stream_token_ttl_s,
+    )
+    return StreamToken(token=token, expires_at=expires_at)

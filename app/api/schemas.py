@@ -1,0 +1,144 @@
+"""Request and response bodies (DESIGN.md §2) as pydantic models."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from app.domain import Event, Run, Status
+
+MAX_INPUT_DEPTH = 64
+FiniteSeconds = Annotated[float, Field(allow_inf_nan=False)]
+
+
+def _check_json(value: Any, depth: int = 0) -> None:
+    """Refuse what PostgreSQL's jsonb cannot store (NUL characters, NaN, infinities) and absurd
+    nesting, so that no request body can reach the database and fail there as a 500."""
+    if depth > MAX_INPUT_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_INPUT_DEPTH} levels")
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ValueError("strings must not contain NUL (\\u0000)")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError("numbers must be finite")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_json(key, depth + 1)
+            _check_json(item, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            _check_json(item, depth + 1)
+
+
+class Budget(BaseModel):
+    """Limits the worker's runtime enforces; all optional."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    max_turns: Annotated[int, Field(gt=0, le=1_000_000)] | None = None
+    max_tool_calls: Annotated[int, Field(gt=0, le=1_000_000)] | None = None
+    deadline_s: Annotated[FiniteSeconds, Field(gt=0, le=365 * 86400)] | None = None
+
+
+class CreateRun(BaseModel):
+    """``POST /runs``; strict, so ``"5"`` or ``true`` is not a number."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    agent: Annotated[str, Field(min_length=1, max_length=200, examples=["demo"])]
+    input: dict[str, Any] = Field(default_factory=dict, examples=[{"prompt": "hello", "steps": 3}])
+    budget: Budget | None = None
+    priority: Annotated[int, Field(ge=-1000, le=1000)] = 0
+    max_attempts: Annotated[int, Field(ge=1, le=100)] | None = Field(
+        default=None, description="default RUNQ_MAX_ATTEMPTS"
+    )
+    delay_s: Annotated[FiniteSeconds, Field(ge=0, le=365 * 86400)] = 0.0
+    on_disconnect: Literal["continue", "cancel"] = "continue"
+    disconnect_grace_s: Annotated[FiniteSeconds, Field(ge=0, le=7 * 86400)] = 30.0
+
+    @field_validator("input")
+    @classmethod
+    def _storable(cls, value: dict[str, Any]) -> dict[str, Any]:
+        _check_json(value)
+        return value
+
+
+class CancelRun(BaseModel):
+    """``POST /runs/{id}/cancel``: an optional note for the ``run.cancel_requested`` event."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    note: Annotated[str, Field(max_length=2000)] | None = None
+
+    @field_validator("note")
+    @classmethod
+    def _storable(cls, value: str | None) -> str | None:
+        _check_json(value)
+        return value
+
+
+class RunOut(BaseModel):
+    """A run as tenants see it: never the worker's lease fields."""
+
+    id: str
+    tenant_id: str
+    agent: str
+    status: Status
+    priority: int
+    attempts: int
+    max_attempts: int
+    input: dict[str, Any]
+    budget: dict[str, Any]
+    output: Any
+    available_at: datetime
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+    cancel_requested_at: datetime | None
+    cancel_reason: str | None
+    error_code: str | None
+    error_message: str | None
+    on_disconnect: Literal["continue", "cancel"]
+    disconnect_grace_s: float
+    last_event_seq: int
+
+    @classmethod
+    def of(cls, run: Run) -> RunOut:
+        fields = {name: getattr(run, name) for name in cls.model_fields if name != "id"}
+        return cls(id=str(run.id), **fields)
+
+
+class RunPage(BaseModel):
+    items: list[RunOut]
+    next_cursor: str | None = Field(description="pass back as `?cursor=` for the next page")
+
+
+class EventOut(BaseModel):
+    seq: int
+    type: str
+    data: dict[str, Any]
+    attempt: int
+    created_at: datetime
+
+    @classmethod
+    def of(cls, event: Event) -> EventOut:
+        return cls(
+            seq=event.seq, type=event.type, data=event.data, attempt=event.attempt, created_at=event.created_at
+        )
+
+
+class EventPage(BaseModel):
+    items: list[EventOut]
+
+
+class StreamToken(BaseModel):
+    token: str
+    expires_at: datetime
+
+
+class Health(BaseModel):
+    status: Literal["ok"] = "ok"

@@ -1,0 +1,183 @@
+"""The API app: ``uvicorn app.main:app``.
+
+:func:`create_app` wires the process-wide objects (engine, queue, the LISTEN fan-out, the
+presence refresher) into a lifespan, and is the one place where errors become RFC 9457
+problems.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from http import HTTPStatus
+from typing import Any
+
+import asyncpg
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from sqlalchemy import exc as sa_exc
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.api import health, runs
+from app.api.deps import Runtime
+from app.api.limits import BodySizeLimit
+from app.api.listener import EventHub
+from app.api.presence import Presence
+from app.api.problems import ApiProblem, problem_response
+from app.db.engine import asyncpg_dsn, create_engine
+from app.domain import (
+    DatabaseUnavailable,
+    IdempotencyConflict,
+    NotRequeueable,
+    RunFinished,
+    RunNotFound,
+)
+from app.queue import Queue
+from app.settings import Settings, get_settings
+
+log = logging.getLogger(__name__)
+
+RETRY_AFTER_S = "2"
+PRESENCE_REFRESH_MAX_S = 5.0
+
+# Domain errors as problems: (status, code, detail).
+DOMAIN_PROBLEMS: dict[type[Exception], tuple[int, str, str]] = {
+    RunNotFound: (404, "not_found", "no such run"),
+    RunFinished: (409, "run_finished", "the run has already finished"),
+    IdempotencyConflict: (
+        409,
+        "idempotency_conflict",
+        "this Idempotency-Key was used before with a different request body",
+    ),
+    NotRequeueable: (409, "not_requeueable", "only dead or cancelled runs can be requeued"),
+}
+HTTP_CODES = {
+    400: "malformed_json",  # FastAPI's only own 400: a body it could not parse
+    404: "not_found",
+    405: "method_not_allowed",
+}
+# Driver-level signs that PostgreSQL is unreachable, wherever they escape from.
+DATABASE_DOWN: tuple[type[Exception], ...] = (
+    DatabaseUnavailable,
+    sa_exc.OperationalError,
+    sa_exc.InterfaceError,
+    sa_exc.TimeoutError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.TooManyConnectionsError,
+    OSError,
+)
+
+
+def create_app(settings: Settings | None = None, *, sse_ping_s: float = 15.0) -> FastAPI:
+    """The API; ``sse_ping_s`` is the keep-alive comment interval (short in tests)."""
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        url = settings.database_url
+        if not url:
+            raise RuntimeError("RUNQ_DATABASE_URL is not set; `runq api` or `runq dev` provide one")
+        engine = create_engine(url, application_name="runq-api")
+        queue = Queue(
+            engine,
+            lease_s=settings.lease_s,
+            retry_base_s=settings.retry_base_s,
+            retry_max_s=settings.retry_max_s,
+            priority_aging_s=settings.priority_aging_s,
+            tenant_max_inflight=settings.tenant_max_inflight,
+            presence_ttl_s=settings.presence_ttl_s,
+        )
+        hub = EventHub(asyncpg_dsn(url))
+        presence = Presence(queue, refresh_s=min(PRESENCE_REFRESH_MAX_S, settings.presence_ttl_s / 3))
+        app.state.runtime = Runtime(settings, engine, queue, hub, presence, sse_ping_s)
+        await hub.start()
+        await presence.start()
+        try:
+            yield
+        finally:
+            await presence.stop()
+            await hub.stop()
+            await engine.dispose()
+
+    app = FastAPI(
+        title="runq",
+        summary="A control plane for long-running AI agent runs",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.include_router(runs.router)
+    app.include_router(health.router)
+    _add_problem_handlers(app)
+    return app
+
+
+Handler = Callable[[Request, Any], Awaitable[JSONResponse]]
+
+
+def _add_problem_handlers(app: FastAPI) -> None:
+    def on(*types: type[Exception]) -> Callable[[Handler], Handler]:
+        def register(handler: Handler) -> Handler:
+            for exc_type in types:
+                app.add_exception_handler(exc_type, handler)
+            return handler
+
+        return register
+
+    @on(ApiProblem)
+    async def api_problem(request: Request, exc: ApiProblem) -> JSONResponse:
+        return problem_response(
+            exc.status, exc.code, exc.detail, instance=request.url.path, headers=exc.headers, **exc.extra
+        )
+
+    @on(*DOMAIN_PROBLEMS)
+    async def domain_problem(request: Request, exc: Exception) -> JSONResponse:
+        status, code, detail = DOMAIN_PROBLEMS[type(exc)]
+        return problem_response(status, code, detail, instance=request.url.path)
+
+    @on(RequestValidationError)
+    async def validation_problem(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = exc.errors()
+        if any(e.get("type") == "json_invalid" for e in errors):
+            return problem_response(
+                400, "malformed_json", "the request body is not valid JSON", instance=request.url.path
+            )
+        return problem_response(
+            422,
+            "validation_error",
+            "the request is invalid; see errors",
+            instance=request.url.path,
+            errors=[
+                {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
+                for e in errors
+            ],
+        )
+
+    @on(StarletteHTTPException)
+    async def http_problem(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        status = exc.status_code
+        code = HTTP_CODES.get(status, HTTPStatus(status).phrase.lower().replace(" ", "_"))
+        detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(status).phrase
+        return problem_response(status, code, detail, instance=request.url.path, headers=exc.headers)
+
+    @on(*DATABASE_DOWN)
+    async def database_problem(request: Request, exc: Exception) -> JSONResponse:
+        log.warning("database unavailable during %s %s: %r", request.method, request.url.path, exc)
+        return problem_response(
+            503,
+            "database_unavailable",
+            "the database is unavailable; retry later",
+            instance=request.url.path,
+            headers={"Retry-After": RETRY_AFTER_S},
+        )
+
+    @on(Exception)
+    async def internal_problem(request: Request, exc: Exception) -> JSONResponse:
+        log.error("unhandled error in %s %s", request.method, request.url.path, exc_info=exc)
+        return problem_response(500, "internal_error", "an unexpected error occurred", instance=request.url.path)
+
+
+app = create_app()
