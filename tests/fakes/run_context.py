@@ -1,0 +1,114 @@
+"""An in-memory :class:`~app.agents.base.RunContext` for unit-testing agents without a worker."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import os
+import signal
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from app.agents.base import BudgetExceeded
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ShellResult:
+    exit_code: int | None
+    output: str
+    timed_out: bool
+
+
+class FakeRunContext:
+    """Records events, checkpoints and effects; the ledger survives into :meth:`retry`."""
+
+    def __init__(
+        self,
+        input: Mapping[str, Any],
+        *,
+        budget: Mapping[str, Any] | None = None,
+        attempt: int = 1,
+        resume_state: Any = None,
+        effects: dict[str, Any] | None = None,
+    ) -> None:
+        self.run_id = uuid.uuid4()
+        self.tenant_id = "t1"
+        self.attempt = attempt
+        self.input = input
+        self.budget = budget or {}
+        self.resume_state = resume_state
+        self.events: list[tuple[str, dict[str, Any]]] = []
+        self.checkpoints: list[Any] = []
+        self.effects = effects if effects is not None else {}
+        self.turns = 0
+        self.tool_calls = 0
+        self._cancelled = False
+
+    def retry(self) -> FakeRunContext:
+        """The next attempt: resumes from the last checkpoint, shares the effect ledger."""
+        state = self.checkpoints[-1] if self.checkpoints else self.resume_state
+        return FakeRunContext(
+            self.input,
+            budget=self.budget,
+            attempt=self.attempt + 1,
+            resume_state=state,
+            effects=self.effects,
+        )
+
+    def of_type(self, type: str) -> list[dict[str, Any]]:
+        return [data for t, data in self.events if t == type]
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def cancel(self) -> None:
+        self._cancelled = True
+
+    def raise_if_cancelled(self) -> None:
+        if self._cancelled:
+            raise asyncio.CancelledError
+
+    async def emit(self, type: str, data: Mapping[str, Any]) -> None:
+        self.events.append((type, copy.deepcopy(dict(data))))
+
+    async def checkpoint(self, state: Any) -> None:
+        self.checkpoints.append(copy.deepcopy(state))
+
+    async def effect(self, key: str, fn: Callable[[], Awaitable[T]]) -> T:
+        if key not in self.effects:
+            self.effects[key] = await fn()
+        return self.effects[key]  # type: ignore[no-any-return]
+
+    def count_turn(self) -> None:
+        self.turns += 1
+        if self.turns > self.budget.get("max_turns", float("inf")):
+            raise BudgetExceeded("max_turns used up")
+
+    def count_tool_call(self) -> None:
+        self.tool_calls += 1
+        if self.tool_calls > self.budget.get("max_tool_calls", float("inf")):
+            raise BudgetExceeded("max_tool_calls used up")
+
+    async def shell(self, command: str, *, timeout_s: float | None = None) -> ShellResult:
+        proc = await asyncio.create_subprocess_shell(
+            command,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            out, _ = await asyncio.wait_for(proc.communicate(), timeout_s)
+        except (TimeoutError, asyncio.CancelledError) as exc:
+            os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return ShellResult(exit_code=None, output="", timed_out=True)
+        return ShellResult(
+            exit_code=proc.returncode, output=out.decode(errors="replace"), timed_out=False
+        )

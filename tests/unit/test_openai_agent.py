@@ -1,0 +1,336 @@
+"""The ``openai`` agent against the fake OpenAI server (real HTTP) and an in-memory run context."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+
+from app.agents.base import BudgetExceeded, FatalError, RetryableError, RunContext
+from app.agents.openai import OpenAIAgent, close_shared_clients
+from app.agents.tools import SHELL, ToolError, ToolRegistry
+from app.settings import Settings
+from tests.fakes import eventually
+from tests.fakes.openai_server import FakeOpenAI, ToolCall, answer, calls, error, stall
+from tests.fakes.run_context import FakeRunContext
+
+notes: list[str] = []
+registry = ToolRegistry([SHELL])
+
+
+@registry.tool(
+    parameters={"type": "object", "properties": {"note": {"type": "string"}}, "required": ["note"]},
+    side_effect=True,
+)
+async def record(ctx: RunContext, args: dict[str, Any]) -> dict[str, Any]:
+    """Remember a note (a side effect that must happen once)."""
+    notes.append(args["note"])
+    return {"recorded": args["note"]}
+
+
+@registry.tool(parameters={"type": "object", "properties": {}})
+async def broken(ctx: RunContext, args: dict[str, Any]) -> None:
+    """Always fails."""
+    raise ToolError("the widget is jammed")
+
+
+class Agent(OpenAIAgent):
+    tools = registry
+    backoff_s = 0.01
+
+
+@pytest.fixture(scope="module")
+def shared_server() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as fake:
+        yield fake
+
+
+@pytest.fixture
+def server(shared_server: FakeOpenAI) -> FakeOpenAI:
+    notes.clear()
+    shared_server.reset()
+    return shared_server
+
+
+@pytest.fixture
+async def agent(server: FakeOpenAI) -> AsyncIterator[Agent]:
+    yield Agent(
+        Settings(openai_base_url=server.base_url, openai_api_key="sk-test-key", openai_model="m-1")
+    )
+    await close_shared_clients()
+
+
+def _types(ctx: FakeRunContext) -> list[str]:
+    return [t for t, _ in ctx.events if t != "message.delta"]
+
+
+async def test_two_tool_conversation(server: FakeOpenAI, agent: Agent) -> None:
+    server.script(
+        calls(
+            ToolCall("call_1", "shell", {"command": "echo hello from the shell"}),
+            ToolCall(
+                "call_2", "record", {"note": "a long note, split across many argument deltas"}
+            ),
+            text="Let me check.",
+        ),
+        answer("All done: hello."),
+    )
+    ctx = FakeRunContext(
+        {
+            "prompt": "say hello",
+            "system": "be brief",
+            "tools": ["shell", "record"],
+            "temperature": 0.2,
+        }
+    )
+
+    assert await agent.run(ctx) == {"text": "All done: hello."}
+
+    assert _types(ctx) == [
+        "message.completed",
+        "tool.call",
+        "tool.result",
+        "tool.call",
+        "tool.result",
+        "message.completed",
+    ]
+    assert (
+        "".join(d["text"] for d in ctx.of_type("message.delta")) == "Let me check.All done: hello."
+    )
+    assert [d["text"] for d in ctx.of_type("message.completed")] == [
+        "Let me check.",
+        "All done: hello.",
+    ]
+    assert ctx.of_type("tool.call") == [
+        {
+            "tool_call_id": "call_1",
+            "name": "shell",
+            "arguments": {"command": "echo hello from the shell"},
+        },
+        {
+            "tool_call_id": "call_2",
+            "name": "record",
+            "arguments": {"note": "a long note, split across many argument deltas"},
+        },
+    ]
+    assert ctx.of_type("tool.result") == [
+        {
+            "tool_call_id": "call_1",
+            "output": {"exit_code": 0, "output": "hello from the shell\n"},
+            "is_error": False,
+        },
+        {"tool_call_id": "call_2", "output": {"recorded": notes[0]}, "is_error": False},
+    ]
+    assert ctx.turns == 2 and ctx.tool_calls == 2
+    assert len(ctx.checkpoints) == 3  # the tool-calling turn, then each tool result
+
+    first, second = (r.body for r in server.requests)
+    assert [r.authorization for r in server.requests] == ["Bearer sk-test-key"] * 2
+    assert first["model"] == "m-1" and first["stream"] is True and first["temperature"] == 0.2
+    assert [t["function"]["name"] for t in first["tools"]] == ["shell", "record"]
+    assert first["messages"] == [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "say hello"},
+    ]
+    assistant, shell_result, record_result = second["messages"][2:]
+    assert assistant["content"] == "Let me check."
+    assert [c["id"] for c in assistant["tool_calls"]] == ["call_1", "call_2"]
+    assert json.loads(shell_result["content"]) == {
+        "exit_code": 0,
+        "output": "hello from the shell\n",
+    }
+    assert record_result["tool_call_id"] == "call_2"
+    assert ctx.checkpoints[-1] == {"messages": second["messages"]}
+
+
+async def test_tool_errors_go_back_to_the_model(server: FakeOpenAI, agent: Agent) -> None:
+    server.script(
+        calls(
+            ToolCall("c1", "record", '{"note": "unterminated'),
+            ToolCall("c2", "nope", {}),
+            ToolCall("c3", "broken", {}),
+            ToolCall("c4", "shell", {"command": "exit 3"}),
+        ),
+        answer("sorry"),
+    )
+    ctx = FakeRunContext({"prompt": "try", "tools": ["record", "broken", "shell"]})
+
+    assert await agent.run(ctx) == {"text": "sorry"}
+
+    results = {r["tool_call_id"]: r for r in ctx.of_type("tool.result")}
+    assert all(r["is_error"] for r in results.values())
+    assert "not valid JSON" in results["c1"]["output"]
+    assert "no tool named 'nope'" in results["c2"]["output"]
+    assert results["c3"]["output"] == "the widget is jammed"
+    assert results["c4"]["output"] == {"exit_code": 3, "output": ""}
+    assert ctx.of_type("tool.call")[0]["arguments"] == '{"note": "unterminated'
+    tool_messages = server.requests[1].body["messages"][-4:]
+    assert json.loads(tool_messages[2]["content"]) == {"error": "the widget is jammed"}
+    assert notes == []
+
+
+async def test_tool_calls_count_against_the_budget(server: FakeOpenAI, agent: Agent) -> None:
+    server.script(
+        calls(ToolCall("c1", "record", {"note": "1"}), ToolCall("c2", "record", {"note": "2"}))
+    )
+    ctx = FakeRunContext({"prompt": "go", "tools": ["record"]}, budget={"max_tool_calls": 1})
+
+    with pytest.raises(BudgetExceeded):
+        await agent.run(ctx)
+    assert notes == ["1"]
+
+
+async def test_cancel_closes_the_stream_mid_tokens(server: FakeOpenAI, agent: Agent) -> None:
+    server.script(stall("tokens keep coming"))
+    ctx = FakeRunContext({"prompt": "talk"})
+    task = asyncio.create_task(agent.run(ctx))
+    await eventually(lambda: ctx.of_type("message.delta"))
+
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    await eventually(lambda: server.requests[0].disconnected)
+    assert not ctx.of_type("message.completed")
+
+
+async def test_retry_resumes_from_the_checkpoint(server: FakeOpenAI, agent: Agent) -> None:
+    server.script(calls(ToolCall("c1", "record", {"note": "once"})), stall("thinking"))
+    first = FakeRunContext({"prompt": "go", "tools": ["record"]})
+    task = asyncio.create_task(agent.run(first))
+    await eventually(lambda: len(server.requests) == 2)
+    task.cancel()  # the attempt dies during the second turn
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    server.script(answer("done"))
+    retry = first.retry()
+    assert await agent.run(retry) == {"text": "done"}
+
+    assert notes == ["once"]
+    assert len(server.requests) == 3
+    assert server.requests[2].body["messages"] == server.requests[1].body["messages"]
+    assert _types(retry) == ["message.completed"]
+
+
+async def test_resumed_call_replays_the_effect_ledger(server: FakeOpenAI, agent: Agent) -> None:
+    """Stopped after ``c2`` ran but before its result was checkpointed: the ledger answers."""
+    assistant = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": cid,
+                "type": "function",
+                "function": {"name": "record", "arguments": '{"note": "x"}'},
+            }
+            for cid in ("c1", "c2", "c3")
+        ],
+    }
+    state = {
+        "messages": [
+            {"role": "user", "content": "go"},
+            assistant,
+            {"role": "tool", "tool_call_id": "c1", "content": '{"recorded": "x"}'},
+        ]
+    }
+    ledger = {"openai:1:c2": {"output": {"recorded": "from the ledger"}, "is_error": False}}
+    server.script(answer("ok"))
+    ctx = FakeRunContext(
+        {"prompt": "go", "tools": ["record"]}, attempt=2, resume_state=state, effects=ledger
+    )
+
+    assert await agent.run(ctx) == {"text": "ok"}
+
+    assert notes == ["x"]  # only c3 ran
+    assert [r["tool_call_id"] for r in ctx.of_type("tool.result")] == ["c2", "c3"]
+    assert ctx.of_type("tool.result")[0]["output"] == {"recorded": "from the ledger"}
+    assert len(server.requests) == 1
+    assert [m.get("tool_call_id") for m in server.requests[0].body["messages"][2:]] == [
+        "c1",
+        "c2",
+        "c3",
+    ]
+
+
+async def test_rate_limit_then_success(server: FakeOpenAI, agent: Agent) -> None:
+    server.script(error(429, "slow down", retry_after="0"), error(503, "overloaded"), answer("hi"))
+    ctx = FakeRunContext({"prompt": "hello"})
+
+    assert await agent.run(ctx) == {"text": "hi"}
+    assert len(server.requests) == 3
+
+
+async def test_transient_errors_exhaust_into_a_retryable_failure(
+    server: FakeOpenAI, agent: Agent
+) -> None:
+    server.script(*[error(500, "boom")] * 4)
+
+    with pytest.raises(RetryableError) as raised:
+        await agent.run(FakeRunContext({"prompt": "hello"}))
+
+    assert raised.value.code == "model_unavailable" and "boom" in str(raised.value)
+    assert len(server.requests) == 4  # the first try and three retries
+
+
+async def test_a_long_retry_after_goes_back_to_the_queue(server: FakeOpenAI, agent: Agent) -> None:
+    server.script(error(429, "quota", retry_after="3600"))
+
+    with pytest.raises(RetryableError):
+        await agent.run(FakeRunContext({"prompt": "hello"}))
+    assert len(server.requests) == 1
+
+
+async def test_unreachable_model_is_retryable() -> None:
+    agent = Agent(Settings(openai_base_url="http://127.0.0.1:9/v1"))
+    try:
+        with pytest.raises(RetryableError) as raised:
+            await agent.run(FakeRunContext({"prompt": "hello"}))
+    finally:
+        await close_shared_clients()
+    assert raised.value.code == "model_unavailable"
+
+
+async def test_client_error_is_fatal_with_the_providers_message(
+    server: FakeOpenAI, agent: Agent
+) -> None:
+    server.script(error(400, "This model's maximum context length is 8192 tokens"))
+
+    with pytest.raises(FatalError) as raised:
+        await agent.run(FakeRunContext({"prompt": "hello"}))
+
+    assert raised.value.code == "model_error"
+    assert "HTTP 400: This model's maximum context length is 8192 tokens" in str(raised.value)
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("input", "message"),
+    [
+        ({}, "needs `prompt`"),
+        ({"messages": "hi"}, "`messages` must be"),
+        ({"prompt": "x", "tools": ["rm -rf"]}, "unknown tool 'rm -rf'"),
+        ({"prompt": "x", "temperature": "hot"}, "`temperature`"),
+    ],
+)
+async def test_invalid_input_is_fatal(agent: Agent, input: dict[str, Any], message: str) -> None:
+    with pytest.raises(FatalError, match=message) as raised:
+        await agent.run(FakeRunContext(input))
+    assert raised.value.code == "invalid_input"
+
+
+async def test_messages_input_and_turn_budget(server: FakeOpenAI, agent: Agent) -> None:
+    server.script(calls(ToolCall("c1", "record", {"note": "n"})))
+    history = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    ctx = FakeRunContext(
+        {"messages": [*history, {"role": "user", "content": "note it"}], "tools": ["record"]},
+        budget={"max_turns": 1},
+    )
+
+    with pytest.raises(BudgetExceeded):
+        await agent.run(ctx)
+    assert server.requests[0].body["messages"][:2] == history
+    assert len(server.requests) == 1
