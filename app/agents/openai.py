@@ -25,6 +25,7 @@ import httpx
 
 from app.agents.base import FatalError, RetryableError, RunContext
 from app.agents.tools import DEFAULT_TOOLS, Tool, ToolRegistry, ToolResult, invoke
+from app.redact import redact, redact_data
 from app.settings import Settings, get_settings
 
 _TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=30.0, pool=30.0)
@@ -152,6 +153,9 @@ class OpenAIAgent:
             result = await self._call(
                 ctx, tools, call, effect_key=f"openai:{turn_number}:{call['id']}"
             )
+            # Redacted here, not only on the way into the event log: the output also goes to
+            # the provider and into the stored conversation.
+            result = ToolResult(redact_data(result.output), result.is_error)
             await ctx.emit(
                 "tool.result",
                 {"tool_call_id": call["id"], "output": result.output, "is_error": result.is_error},
@@ -202,7 +206,8 @@ class OpenAIAgent:
                 if tries > self.retries or wait > self.max_wait_s:
                     # Hand over to the queue's backoff rather than hold the lease for longer.
                     raise RetryableError(
-                        f"model unavailable after {tries} tries: {exc}", code="model_unavailable"
+                        redact(f"model unavailable after {tries} tries: {exc}"),
+                        code="model_unavailable",
                     ) from exc
                 await asyncio.sleep(wait)
 
@@ -250,7 +255,7 @@ def _http_error(response: httpx.Response) -> Exception:
     message = f"HTTP {response.status_code}: {_provider_message(_json_or_text(response))}"
     if response.status_code in (408, 429) or response.status_code >= 500:
         return _Transient(message, retry_after=_retry_after(response.headers))
-    return FatalError(f"model request failed with {message}", code="model_error")
+    return FatalError(redact(f"model request failed with {message}"), code="model_error")
 
 
 def _json_or_text(response: httpx.Response) -> Any:

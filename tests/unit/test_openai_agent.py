@@ -334,3 +334,21 @@ async def test_messages_input_and_turn_budget(server: FakeOpenAI, agent: Agent) 
         await agent.run(ctx)
     assert server.requests[0].body["messages"][:2] == history
     assert len(server.requests) == 1
+
+
+async def test_secrets_are_redacted_from_errors_and_tool_output(
+    server: FakeOpenAI, agent: Agent
+) -> None:
+    key = "sk-proj-abcdefghijklmnopqrstuvwxyz0123"
+    server.script(
+        calls(ToolCall("c1", "shell", {"command": f"echo OPENAI_API_KEY={key}"})),
+        error(401, f"Incorrect API key provided: {key}"),
+    )
+    ctx = FakeRunContext({"prompt": "leak", "tools": ["shell"]})
+
+    with pytest.raises(FatalError) as raised:
+        await agent.run(ctx)
+
+    assert "Incorrect API key provided: [REDACTED]" in str(raised.value)
+    assert key not in json.dumps(server.requests[1].body["messages"][-1])
+    assert key not in ctx.checkpoints[-1]["messages"][-1]["content"]
