@@ -1,0 +1,264 @@
+"""The ``openai`` agent end to end: real worker processes, real PostgreSQL, the fake model server."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.domain import Event, Run, Status
+from app.queue import Queue
+from tests.fakes import eventually
+from tests.fakes.openai_server import FakeOpenAI, ToolCall, answer, calls, error, stall
+
+ROOT = Path(__file__).resolve().parents[2]
+TENANT = "t1"
+API_KEY = "sk-test-0123456789abcdefghij"
+
+StartWorker = Callable[[], subprocess.Popen[bytes]]
+
+
+@pytest.fixture(scope="module")
+def shared_server() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as fake:
+        yield fake
+
+
+@pytest.fixture
+def server(shared_server: FakeOpenAI) -> FakeOpenAI:
+    shared_server.reset()
+    return shared_server
+
+
+@pytest.fixture
+def start_worker(database_url: str, server: FakeOpenAI, tmp_path: Path) -> Iterator[StartWorker]:
+    """Start ``python -m app.worker`` processes with short timings; all are stopped at the end."""
+    env = os.environ | {
+        "RUNQ_DATABASE_URL": database_url,
+        "RUNQ_OPENAI_BASE_URL": server.base_url,
+        "RUNQ_OPENAI_API_KEY": API_KEY,
+        "RUNQ_AGENTS": "recording=tests.fakes.openai_agents:RecordingAgent",
+        "RUNQ_LEASE_S": "1.5",
+        "RUNQ_HEARTBEAT_S": "0.3",
+        "RUNQ_POLL_S": "0.1",
+        "RUNQ_REAPER_S": "0.2",
+        "RUNQ_RETRY_BASE_S": "0.1",
+        "RUNQ_RETRY_MAX_S": "1",
+        "RUNQ_SHUTDOWN_GRACE_S": "1",
+    }
+    workers: list[subprocess.Popen[bytes]] = []
+
+    def start() -> subprocess.Popen[bytes]:
+        with (tmp_path / f"worker-{len(workers)}.log").open("wb") as log:
+            worker = subprocess.Popen(
+                [sys.executable, "-m", "app.worker", "--concurrency", "2"],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        workers.append(worker)
+        return worker
+
+    yield start
+    for worker in workers:
+        if worker.poll() is None:
+            worker.terminate()
+    for worker in workers:
+        try:
+            worker.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
+
+
+async def _enqueue(queue: Queue, agent: str, input: dict[str, Any]) -> uuid.UUID:
+    run, _ = await queue.enqueue(tenant_id=TENANT, agent=agent, input=input, max_attempts=3)
+    return run.id
+
+
+async def _finished(queue: Queue, run_id: uuid.UUID, status: Status) -> Run:
+    async def probe() -> Run | None:
+        run = await queue.get_run(run_id, tenant_id=TENANT)
+        if run.is_terminal and run.status is not status:
+            raise AssertionError(f"run ended {run.status}: {run.error_code} {run.error_message}")
+        return run if run.status is status else None
+
+    return await eventually(probe, within_s=30)
+
+
+async def _events(queue: Queue, run_id: uuid.UUID, type: str | None = None) -> list[Event]:
+    return [e for e in await queue.read_events(run_id) if type is None or e.type == type]
+
+
+async def test_two_tool_conversation(
+    queue: Queue, server: FakeOpenAI, start_worker: StartWorker, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes.txt"
+    server.script(
+        calls(
+            ToolCall("call_ls", "shell", {"command": "echo two tools"}),
+            ToolCall("call_rec", "record", {"path": str(notes), "note": "remember me"}),
+            text="Working on it.",
+        ),
+        answer("Done: two tools, one note."),
+    )
+    start_worker()
+    run_id = await _enqueue(
+        queue, "recording", {"prompt": "use both tools", "tools": ["shell", "record"]}
+    )
+
+    run = await _finished(queue, run_id, Status.DONE)
+
+    assert run.output == {"text": "Done: two tools, one note."}
+    events = await _events(queue, run_id)
+    assert [e.type for e in events if e.type != "message.delta"] == [
+        "run.queued",
+        "run.started",
+        "message.completed",
+        "tool.call",
+        "tool.result",
+        "tool.call",
+        "tool.result",
+        "message.completed",
+        "run.completed",
+    ]
+    text = "".join(e.data["text"] for e in events if e.type == "message.delta")
+    assert text == "Working on it.Done: two tools, one note."
+    results = [e.data for e in events if e.type == "tool.result"]
+    assert results == [
+        {
+            "tool_call_id": "call_ls",
+            "output": {"exit_code": 0, "output": "two tools\n"},
+            "is_error": False,
+        },
+        {"tool_call_id": "call_rec", "output": {"recorded": "remember me"}, "is_error": False},
+    ]
+    assert notes.read_text() == "remember me\n"
+    assert [r.authorization for r in server.requests] == [f"Bearer {API_KEY}"] * 2
+    assert [m["role"] for m in server.requests[1].body["messages"]] == [
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+    ]
+
+
+async def test_cancel_closes_the_model_stream(
+    queue: Queue, server: FakeOpenAI, start_worker: StartWorker
+) -> None:
+    server.script(stall("Once upon a time, in a land far away"))
+    start_worker()
+    run_id = await _enqueue(queue, "openai", {"prompt": "tell me a long story"})
+    await eventually(lambda: _events(queue, run_id, "message.delta"))
+
+    await queue.request_cancel(run_id, tenant_id=TENANT)
+
+    await _finished(queue, run_id, Status.CANCELLED)
+    await eventually(lambda: server.requests[0].disconnected)
+    assert not await _events(queue, run_id, "message.completed")
+
+
+async def test_cancel_kills_a_running_shell_tool(
+    queue: Queue, server: FakeOpenAI, start_worker: StartWorker, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "pid"
+    server.script(
+        calls(ToolCall("c1", "shell", {"command": f"echo $$ > {pid_file}; exec sleep 60"}))
+    )
+    start_worker()
+    run_id = await _enqueue(queue, "openai", {"prompt": "wait a minute", "tools": ["shell"]})
+    pid = int(await eventually(lambda: pid_file.exists() and pid_file.read_text().strip()))
+
+    await queue.request_cancel(run_id, tenant_id=TENANT)
+
+    await _finished(queue, run_id, Status.CANCELLED)
+    await eventually(lambda: not _alive(pid))
+
+
+@pytest.mark.chaos
+async def test_sigkill_after_a_tool_result_resumes_from_the_checkpoint(
+    queue: Queue, server: FakeOpenAI, start_worker: StartWorker, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes.txt"
+    server.script(
+        calls(
+            ToolCall("call_a", "record", {"path": str(notes), "note": "first"}),
+            ToolCall(
+                "call_b", "record", {"path": str(notes), "note": "second", "hang_on_attempt": 1}
+            ),
+        ),
+        answer("both recorded"),
+    )
+    doomed = start_worker()
+    run_id = await _enqueue(queue, "recording", {"prompt": "record twice", "tools": ["record"]})
+    # call_a's result is checkpointed before call_b starts; call_b then hangs on attempt 1.
+    await eventually(lambda: notes.with_suffix(".hanging").exists())
+
+    doomed.send_signal(signal.SIGKILL)
+    doomed.wait(timeout=10)
+    start_worker()  # reclaims the run once the dead worker's lease has expired
+
+    run = await _finished(queue, run_id, Status.DONE)
+
+    assert run.output == {"text": "both recorded"} and run.attempts == 2
+    assert notes.read_text() == "first\nsecond\n"  # each side effect exactly once
+    assert len(server.requests) == 2  # turn 1 was not asked again
+    assert server.requests[0].body["messages"] == [{"role": "user", "content": "record twice"}]
+    resumed = server.requests[1].body["messages"]
+    assert [m.get("tool_call_id") for m in resumed[2:]] == ["call_a", "call_b"]
+    results = await _events(queue, run_id, "tool.result")
+    assert [(e.attempt, e.data["tool_call_id"]) for e in results] == [(1, "call_a"), (2, "call_b")]
+
+
+async def test_rate_limited_then_answers(
+    queue: Queue, server: FakeOpenAI, start_worker: StartWorker
+) -> None:
+    server.script(error(429, "Rate limit reached for requests", retry_after="0"), answer("hello"))
+    start_worker()
+    run_id = await _enqueue(
+        queue, "openai", {"prompt": "hi", "model": "gpt-test", "temperature": 0}
+    )
+
+    run = await _finished(queue, run_id, Status.DONE)
+
+    assert run.output == {"text": "hello"} and run.attempts == 1
+    assert len(server.requests) == 2
+    assert server.requests[1].body["model"] == "gpt-test"
+
+
+async def test_bad_request_kills_the_run_with_the_providers_message(
+    queue: Queue, server: FakeOpenAI, start_worker: StartWorker
+) -> None:
+    server.script(
+        error(
+            400, "Invalid value for 'temperature': must be <= 2, key sk-proj-abcdefghijklmnop0123"
+        )
+    )
+    start_worker()
+    run_id = await _enqueue(queue, "openai", {"prompt": "hi", "temperature": 7})
+
+    run = await _finished(queue, run_id, Status.DEAD)
+
+    assert run.error_code == "model_error" and run.attempts == 1
+    assert run.error_message is not None
+    assert "HTTP 400: Invalid value for 'temperature': must be <= 2" in run.error_message
+    assert "abcdefghijklmnop0123" not in run.error_message
+    (failed,) = await _events(queue, run_id, "run.failed")
+    assert failed.data["error_code"] == "model_error"
+    assert len(server.requests) == 1
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
