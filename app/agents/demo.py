@@ -1,0 +1,129 @@
+"""The built-in ``demo`` agent (DESIGN.md §6): deterministic, no model.
+
+It exercises every part of the runtime a real agent uses (streamed deltas, tool calls,
+checkpoints and resume, the shell tool, the effect ledger, retryable and fatal failures), so
+it is how users try runq and how the runtime is checked end to end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from app.agents.base import FatalError, RetryableError, RunContext
+
+
+@dataclass(frozen=True, slots=True)
+class DemoInput:
+    prompt: str = ""
+    steps: int = 3
+    step_s: float = 0.2
+    fail_attempts: int = 0
+    fatal: bool = False
+    shell: str | None = None
+    effect: str | None = None
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any]) -> DemoInput:
+        try:
+            return cls(
+                prompt=str(raw.get("prompt") or ""),
+                steps=max(int(raw.get("steps", 3)), 0),
+                step_s=max(float(raw.get("step_s", 0.2)), 0.0),
+                fail_attempts=int(raw.get("fail_attempts", 0)),
+                fatal=bool(raw.get("fatal", False)),
+                shell=str(raw["shell"]) if raw.get("shell") else None,
+                effect=str(raw["effect"]) if raw.get("effect") else None,
+            )
+        except (TypeError, ValueError) as exc:
+            raise FatalError(f"invalid demo input: {exc}", code="invalid_input") from exc
+
+
+class DemoAgent:
+    """Echo the prompt, sleep through ``steps`` tool calls, then the optional shell and effect.
+
+    Every checkpoint is taken after the prompt was streamed, so a resumed attempt (any
+    ``resume_state``) skips it and continues after the last checkpointed step.
+    """
+
+    async def run(self, ctx: RunContext) -> dict[str, Any]:
+        args = DemoInput.parse(ctx.input)
+        done_steps = int(ctx.resume_state["step"]) if ctx.resume_state else 0
+
+        if ctx.resume_state is None and args.prompt:
+            ctx.count_turn()
+            for word in re.split(r"(?<=\s)(?=\S)", args.prompt):
+                await ctx.emit("message.delta", {"text": word})
+            await ctx.emit("message.completed", {"text": args.prompt})
+
+        for step in range(done_steps + 1, args.steps + 1):
+            ctx.count_tool_call()
+            call_id = f"step_{step}"
+            await ctx.emit(
+                "tool.call",
+                {"tool_call_id": call_id, "name": "sleep", "arguments": {"seconds": args.step_s}},
+            )
+            await asyncio.sleep(args.step_s)
+            await ctx.emit(
+                "tool.result",
+                {
+                    "tool_call_id": call_id,
+                    "name": "sleep",
+                    "output": f"step {step} of {args.steps} done",
+                    "is_error": False,
+                },
+            )
+            await ctx.checkpoint({"step": step})
+
+        if args.shell:
+            ctx.count_tool_call()
+            await ctx.emit(
+                "tool.call",
+                {"tool_call_id": "shell", "name": "shell", "arguments": {"command": args.shell}},
+            )
+            result = await ctx.shell(args.shell)
+            await ctx.emit(
+                "tool.result",
+                {
+                    "tool_call_id": "shell",
+                    "name": "shell",
+                    "output": result.output,
+                    "exit_code": result.exit_code,
+                    "timed_out": result.timed_out,
+                    "is_error": result.exit_code != 0,
+                },
+            )
+
+        if args.effect:
+            ctx.count_tool_call()
+            key = args.effect
+            await ctx.emit(
+                "tool.call", {"tool_call_id": "effect", "name": "effect", "arguments": {"key": key}}
+            )
+            performed = False
+
+            async def perform() -> dict[str, Any]:
+                nonlocal performed
+                performed = True
+                return {"key": key, "attempt": ctx.attempt}
+
+            record = await ctx.effect(key, perform)
+            await ctx.emit(
+                "tool.result",
+                {
+                    "tool_call_id": "effect",
+                    "name": "effect",
+                    "output": record,
+                    "replayed": not performed,
+                    "is_error": False,
+                },
+            )
+
+        if ctx.attempt <= args.fail_attempts:
+            raise RetryableError(f"demo failure on attempt {ctx.attempt} of {args.fail_attempts}")
+        if args.fatal:
+            raise FatalError("demo fatal error")
+        return {"text": args.prompt, "steps": args.steps}

@@ -1,0 +1,69 @@
+"""Structured logs on stderr: JSON lines when not a terminal, carrying the run they concern.
+
+Fields such as ``worker_id`` and ``run_id`` live in a context variable, so every log line of a
+run's task (and of the tasks it starts) carries them without being passed around.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+_fields: ContextVar[dict[str, Any]] = ContextVar("runq_log_fields", default={})  # noqa: B039 - never mutated
+
+
+@contextmanager
+def log_context(**fields: Any) -> Iterator[None]:
+    """Add ``fields`` to every log record emitted inside the block (and its tasks)."""
+    token = _fields.set({**_fields.get(), **fields})
+    try:
+        yield
+    finally:
+        _fields.reset(token)
+
+
+class _ContextFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.runq = _fields.get()
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+            **{k: str(v) for k, v in getattr(record, "runq", {}).items()},
+        }
+        if record.exc_info:
+            line["exc"] = self.formatException(record.exc_info)
+        return json.dumps(line, ensure_ascii=False)
+
+
+class TextFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields = " ".join(f"{k}={v}" for k, v in getattr(record, "runq", {}).items())
+        text = super().format(record)
+        return f"{text} [{fields}]" if fields else text
+
+
+def configure_logging(fmt: Literal["auto", "json", "text"] = "auto", level: int = logging.INFO) -> None:
+    """Send every log record to stderr; stdout stays free for a command's real output."""
+    json_lines = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if json_lines else TextFormatter())
+    handler.addFilter(_ContextFilter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)

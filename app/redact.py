@@ -1,0 +1,104 @@
+"""The one secret redactor: everything a run stores (event data, tool output, error messages)
+passes through it first, so a leaked key never reaches the database, a stream or a log.
+
+Patterns are deliberately specific (known key formats, ``name=value`` pairs whose name says
+secret): a redactor that eats ordinary text makes tool output useless to the model.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from functools import lru_cache
+from typing import Any
+
+MASK = "[REDACTED]"
+
+# Names whose values are secrets, as a key in data or the left side of ``name=value``.
+_SECRET_NAME = (
+    r"[A-Za-z0-9_.-]*?(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key"
+    r"|private[_-]?key|client[_-]?secret|credentials?)"
+)
+_SECRET_KEY = re.compile(rf"^{_SECRET_NAME}$", re.IGNORECASE)
+
+_RULES: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
+    (
+        re.compile(
+            r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----.*?(?:-----END \1PRIVATE KEY-----|\Z)",
+            re.DOTALL,
+        ),
+        "[REDACTED PRIVATE KEY]",
+    ),
+    # user:password@ in any scheme's URL; the user stays, it helps debugging.
+    (re.compile(r"\b([a-z][a-z0-9+.-]*://[^\s:/@]*):[^\s/@]+@", re.IGNORECASE), rf"\1:{MASK}@"),
+    # The whole credential of an Authorization header, whatever its scheme.
+    (
+        re.compile(r"(\bauthorization[\"']?\s*[:=]\s*[\"']?(?:[A-Za-z]+\s+)?)[^\s\"',;]+", re.IGNORECASE),
+        rf"\1{MASK}",
+    ),
+    (re.compile(r"(\bbearer\s+)[A-Za-z0-9._~+/-]{12,}=*", re.IGNORECASE), rf"\1{MASK}"),
+    (re.compile(r"\bsk-ant-[A-Za-z0-9_-]{8,}"), MASK),
+    (re.compile(r"\bsk-(?:proj-|live-|test-)?[A-Za-z0-9_-]{16,}"), MASK),
+    (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"), MASK),
+    (re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), MASK),
+    (re.compile(r"\bAIza[0-9A-Za-z_-]{35}"), MASK),
+    (re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b"), MASK),
+    # name=value, name: value and "name": "value" where the name says secret; this is also
+    # what catches AWS secret keys, which have no prefix of their own.
+    (
+        re.compile(
+            rf"(\b{_SECRET_NAME}[\"']?\s*[=:]\s*)(?:(\")[^\"\n]*\"|(')[^'\n]*'|[^\s\"',;&]+)",
+            re.IGNORECASE,
+        ),
+        lambda m: f"{m[1]}{m[2] or m[3] or ''}{MASK}{m[2] or m[3] or ''}",
+    ),
+]
+
+
+class Redactor:
+    """Masks secrets in text and in JSON-like data; shortens paths under the given roots."""
+
+    def __init__(self, roots: Iterable[str] = ()) -> None:
+        # Longest root first, so a nested root wins over its parent.
+        cleaned = sorted({r.rstrip("/") for r in roots if r.strip("/")}, key=len, reverse=True)
+        self._roots = (
+            re.compile("|".join(rf"{re.escape(r)}(?![\w.-])" for r in cleaned)) if cleaned else None
+        )
+
+    def text(self, value: str) -> str:
+        for pattern, replacement in _RULES:
+            value = pattern.sub(replacement, value)
+        if self._roots is not None:
+            value = self._roots.sub("…", value)
+        return value
+
+    def data(self, value: Any) -> Any:
+        """A copy of ``value`` with every string redacted, and values under secret keys masked."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, Mapping):
+            return {
+                key: MASK
+                if isinstance(key, str) and _SECRET_KEY.match(key) and isinstance(item, str) and item
+                else self.data(item)
+                for key, item in value.items()
+            }
+        if isinstance(value, list | tuple):
+            return [self.data(item) for item in value]
+        return value
+
+
+@lru_cache
+def default_redactor() -> Redactor:
+    """The process-wide redactor, with the roots from ``RUNQ_REDACT_ROOTS``."""
+    from app.settings import get_settings
+
+    return Redactor(get_settings().redact_roots)
+
+
+def redact(value: str) -> str:
+    return default_redactor().text(value)
+
+
+def redact_data(value: Any) -> Any:
+    return default_redactor().data(value)

@@ -1,0 +1,1 @@
+"""Tools the runtime offers to agents."""

@@ -1,0 +1,1 @@
+"""The worker process: claims runs under a lease, runs their agents, finishes them."""

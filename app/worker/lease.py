@@ -1,0 +1,110 @@
+"""The heartbeat: one batched lease renewal per interval for every run this worker holds.
+
+It runs on a thread of its own, with its own event loop, engine and :class:`Queue` (an
+engine's connections belong to the loop that opened them). An agent that blocks the
+worker's event loop, with CPU-bound work or a blocking library call, must not cost it the
+lease; and a lost lease or a cancel request must reach the run's tools even then, so the
+heartbeat kills their process groups itself before asking the loop to stop the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import threading
+import time
+import uuid
+from types import TracebackType
+from typing import Protocol
+
+from app.db.engine import create_engine
+from app.domain import DatabaseUnavailable
+from app.metrics import HEARTBEAT_DURATION
+from app.queue import Queue
+
+log = logging.getLogger(__name__)
+
+
+class LeaseHolder(Protocol):
+    """A run the heartbeat renews; both callbacks are invoked on the heartbeat thread."""
+
+    @property
+    def lease_id(self) -> uuid.UUID: ...
+
+    def lease_lost(self) -> None: ...
+
+    def cancel_requested(self) -> None: ...
+
+
+class Heartbeat:
+    """Use as ``with Heartbeat(...) as heartbeat:``; :meth:`hold` and :meth:`drop` runs inside."""
+
+    def __init__(self, *, database_url: str, lease_s: float, interval_s: float) -> None:
+        self._database_url = database_url
+        self._lease_s = lease_s
+        self._interval_s = interval_s
+        self._lock = threading.Lock()
+        self._held: dict[uuid.UUID, LeaseHolder] = {}
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def hold(self, run_id: uuid.UUID, holder: LeaseHolder) -> None:
+        with self._lock:
+            self._held[run_id] = holder
+
+    def drop(self, run_id: uuid.UUID) -> None:
+        with self._lock:
+            self._held.pop(run_id, None)
+
+    def __enter__(self) -> Heartbeat:
+        # The thread inherits the caller's log fields (worker_id).
+        context = contextvars.copy_context()
+        self._thread = threading.Thread(
+            target=context.run, args=(self._main,), name="runq-heartbeat", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stopped.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self._lease_s)
+
+    def _main(self) -> None:
+        loop = asyncio.new_event_loop()
+        engine = create_engine(self._database_url, pool_size=1, application_name="runq-heartbeat")
+        queue = Queue(engine, lease_s=self._lease_s)
+        try:
+            while not self._stopped.wait(self._interval_s):
+                loop.run_until_complete(self._beat(queue))
+        finally:
+            loop.run_until_complete(engine.dispose())
+            loop.close()
+
+    async def _beat(self, queue: Queue) -> None:
+        with self._lock:
+            held = dict(self._held)
+        if not held:
+            return
+        started = time.perf_counter()
+        try:
+            check = await queue.renew_leases({run_id: h.lease_id for run_id, h in held.items()})
+        except DatabaseUnavailable as exc:
+            # The runs go on; if the database stays away past the lease, the reaper hands them
+            # to others and the next renewal that gets through reports them lost.
+            log.warning("lease renewal failed: %s", exc)
+            return
+        except Exception:
+            log.exception("lease renewal failed")
+            return
+        HEARTBEAT_DURATION.observe(time.perf_counter() - started)
+        for run_id in check.lost:
+            held[run_id].lease_lost()
+        for run_id in check.cancel_requested - check.lost:
+            held[run_id].cancel_requested()

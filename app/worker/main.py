@@ -1,0 +1,112 @@
+"""Wiring of one worker process: claim loop, heartbeat thread, LISTEN, reaper, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import signal
+import socket
+
+from prometheus_client import start_http_server
+
+from app.db.engine import asyncpg_dsn, create_engine
+from app.logs import configure_logging, log_context
+from app.queue import Queue
+from app.redact import Redactor
+from app.settings import Settings
+from app.worker.lease import Heartbeat
+from app.worker.reaper import reap_forever
+from app.worker.runner import Runner
+from app.worker.wakeup import Wakeup
+
+log = logging.getLogger(__name__)
+
+
+def new_worker_id() -> str:
+    """``host:pid:boot_id``; the boot id tells a restarted process from its predecessor."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+def run_worker(settings: Settings, *, database_url: str, concurrency: int) -> int:
+    """Run until SIGTERM/SIGINT, then shut down gracefully; the process's exit status."""
+    configure_logging(settings.log_format)
+    if settings.worker_metrics_port:
+        start_http_server(settings.worker_metrics_port)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await serve(settings, database_url=database_url, concurrency=concurrency, stop=stop)
+
+    asyncio.run(main())
+    return 0
+
+
+async def serve(
+    settings: Settings, *, database_url: str, concurrency: int, stop: asyncio.Event
+) -> None:
+    """Claim and execute runs until ``stop`` is set; then drain within the grace period."""
+    worker_id = new_worker_id()
+    with log_context(worker_id=worker_id):
+        engine = create_engine(
+            database_url, pool_size=concurrency + 2, application_name="runq-worker"
+        )
+        queue = Queue(
+            engine,
+            lease_s=settings.lease_s,
+            retry_base_s=settings.retry_base_s,
+            retry_max_s=settings.retry_max_s,
+            priority_aging_s=settings.priority_aging_s,
+            tenant_max_inflight=settings.tenant_max_inflight,
+            presence_ttl_s=settings.presence_ttl_s,
+        )
+        heartbeat = Heartbeat(
+            database_url=database_url, lease_s=settings.lease_s, interval_s=settings.heartbeat_s
+        )
+        runner = Runner(
+            queue=queue,
+            heartbeat=heartbeat,
+            worker_id=worker_id,
+            concurrency=concurrency,
+            agents=settings.agent_registry,
+            redactor=Redactor(settings.redact_roots),
+            poll_s=settings.poll_s,
+            lease_s=settings.lease_s,
+        )
+        wakeup = Wakeup(
+            asyncpg_dsn(database_url),
+            on_new_run=runner.wake,
+            on_cancel=runner.cancel_requested,
+        )
+        log.info("worker started with %d slots", concurrency)
+        try:
+            with heartbeat:
+                background = [
+                    asyncio.create_task(wakeup.run()),
+                    asyncio.create_task(
+                        reap_forever(
+                            queue,
+                            interval_s=settings.reaper_s,
+                            retention_s=settings.retention_days * 86400,
+                        )
+                    ),
+                ]
+                claiming = asyncio.create_task(runner.claim_until_stopped())
+                await stop.wait()
+                log.info("stopping: no new claims")
+                runner.stop_claiming()
+                await claiming
+                await runner.drain(settings.shutdown_grace_s)
+                for task in background:
+                    task.cancel()
+                for task in background:
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+        finally:
+            await engine.dispose()
+        log.info("worker stopped")

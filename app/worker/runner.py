@@ -1,0 +1,385 @@
+"""The worker's run slots: claim up to the free slots in one statement, execute, finish.
+
+Each claimed run becomes an :class:`Execution`: its context, its agent task and, once
+something stops it early, the reason. The outcome maps onto exactly one fenced statement:
+
+- a return value → ``complete``; ``FatalError`` (budget, deadline included) → ``bury``;
+  ``RetryableError`` or any unexpected exception → ``retry_or_bury``;
+- a cancel request → ``finalize_cancel``; shutdown → ``release`` (pending, available now);
+- a lost lease → nothing at all: the claim belongs to someone else now.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from app.agents.base import Agent, AgentError, DeadlineExceeded, FatalError, load_agent
+from app.domain import Claim, DatabaseUnavailable, LeaseLost, Run, Status
+from app.logs import log_context
+from app.metrics import (
+    CLAIM_LATENCY,
+    LEASES_LOST,
+    PICKUP_LATENCY,
+    RUNS_CANCELLED,
+    RUNS_CLAIMED,
+    RUNS_FINISHED,
+    RUNS_RETRIED,
+)
+from app.queue import Queue
+from app.redact import Redactor
+from app.tools.shell import ProcessGroups
+from app.worker.context import Statement, WorkerContext
+from app.worker.lease import Heartbeat
+
+StopReason = Literal["cancel", "lease_lost", "shutdown", "deadline"]
+
+MAX_ERROR_MESSAGE = 2000
+_MIN_BACKOFF_S = 0.1
+_MAX_BACKOFF_S = 5.0
+
+log = logging.getLogger(__name__)
+
+
+class Execution:
+    """One claimed run on this worker."""
+
+    def __init__(
+        self, claim: Claim, *, queue: Queue, redactor: Redactor, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        self.claim = claim
+        self.groups = ProcessGroups()
+        self.ctx = WorkerContext(
+            claim=claim,
+            queue=queue,
+            groups=self.groups,
+            redactor=redactor,
+            on_lease_lost=lambda: self.stop("lease_lost"),
+        )
+        self.task: asyncio.Task[Any] | None = None
+        self.stop_reason: StopReason | None = None
+        self.finished = False
+        self._loop = loop
+
+    @property
+    def lease_id(self) -> uuid.UUID:
+        return self.claim.lease_id
+
+    def lease_lost(self) -> None:
+        """Heartbeat thread: kill the tools now, even if the event loop is blocked."""
+        self.ctx.mark_cancelled()
+        self.groups.kill_all()
+        self._loop.call_soon_threadsafe(self.stop, "lease_lost")
+
+    def cancel_requested(self) -> None:
+        """Heartbeat thread or LISTEN: the same as a lost lease, but the run then ends cancelled."""
+        if self.ctx.cancelled:
+            return
+        self.ctx.mark_cancelled()
+        self.groups.kill_all()
+        self._loop.call_soon_threadsafe(self.stop, "cancel")
+
+    def stop(self, reason: StopReason) -> None:
+        """Event loop only. The first reason wins, except that a lost lease overrides all."""
+        if self.finished:
+            return
+        if self.stop_reason is None or reason == "lease_lost":
+            self.stop_reason = reason
+        self.ctx.mark_cancelled()
+        self.groups.kill_all()
+        if self.task is not None:
+            self.task.cancel()
+
+
+class Runner:
+    """Claims runs into ``concurrency`` slots and drives each to exactly one outcome."""
+
+    def __init__(
+        self,
+        *,
+        queue: Queue,
+        heartbeat: Heartbeat,
+        worker_id: str,
+        concurrency: int,
+        agents: dict[str, str],
+        redactor: Redactor,
+        poll_s: float,
+        lease_s: float,
+    ) -> None:
+        self._queue = queue
+        self._heartbeat = heartbeat
+        self._worker_id = worker_id
+        self._concurrency = concurrency
+        self._registry = agents
+        self._agents: dict[str, type[Agent]] = {}
+        self._redactor = redactor
+        self._poll_s = poll_s
+        self._lease_s = lease_s
+        self._executions: dict[uuid.UUID, Execution] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._wake = asyncio.Event()
+        self._stopping = False
+
+    # -- signals from outside --------------------------------------------------------------
+
+    def wake(self) -> None:
+        """A new run may be waiting (NOTIFY, a freed slot)."""
+        self._wake.set()
+
+    def cancel_requested(self, run_id: uuid.UUID) -> None:
+        execution = self._executions.get(run_id)
+        if execution is not None:
+            execution.cancel_requested()
+
+    def stop_claiming(self) -> None:
+        self._stopping = True
+        self._wake.set()
+
+    # -- the claim loop ---------------------------------------------------------------------
+
+    async def claim_until_stopped(self) -> None:
+        backoff = _MIN_BACKOFF_S
+        while not self._stopping:
+            self._wake.clear()
+            free = self._concurrency - len(self._tasks)
+            if free > 0:
+                try:
+                    claims = await self._claim(free)
+                except DatabaseUnavailable as exc:
+                    log.warning("claim failed, retrying in %.1f s: %s", backoff, exc)
+                    await self._sleep(backoff)
+                    backoff = min(backoff * 2, _MAX_BACKOFF_S)
+                    continue
+                except Exception:
+                    log.exception("claim failed, retrying in %.1f s", backoff)
+                    await self._sleep(backoff)
+                    backoff = min(backoff * 2, _MAX_BACKOFF_S)
+                    continue
+                backoff = _MIN_BACKOFF_S
+                for claim in claims:
+                    self._start(claim)
+            await self._sleep(self._poll_s)
+
+    async def _sleep(self, seconds: float) -> None:
+        """Until woken or ``seconds`` pass: polling is the fallback when NOTIFY is lost."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), seconds)
+
+    async def _claim(self, limit: int) -> list[Claim]:
+        started = time.perf_counter()
+        claims = await self._queue.claim_batch(worker_id=self._worker_id, limit=limit)
+        CLAIM_LATENCY.observe(time.perf_counter() - started)
+        if claims:
+            RUNS_CLAIMED.inc(len(claims))
+            now = datetime.now(UTC)
+            for claim in claims:
+                PICKUP_LATENCY.observe(max((now - claim.run.available_at).total_seconds(), 0.0))
+        return claims
+
+    def _start(self, claim: Claim) -> None:
+        task = asyncio.create_task(self._execute(claim), name=f"run-{claim.run.id}")
+        self._tasks.add(task)
+        task.add_done_callback(self._slot_freed)
+
+    def _slot_freed(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._wake.set()
+        if not task.cancelled() and task.exception() is not None:
+            log.error("run slot crashed", exc_info=task.exception())
+
+    # -- shutdown ---------------------------------------------------------------------------
+
+    async def drain(self, grace_s: float) -> None:
+        """Let running runs finish within ``grace_s``; then stop the rest and release them."""
+        if not self._tasks:
+            return
+        log.info("shutting down: waiting up to %.1f s for %d runs", grace_s, len(self._tasks))
+        if grace_s > 0:
+            await asyncio.wait(set(self._tasks), timeout=grace_s)
+        pending = {task for task in self._tasks if not task.done()}
+        if pending:
+            log.info("releasing %d runs still running after the grace period", len(pending))
+            for execution in list(self._executions.values()):
+                execution.stop("shutdown")
+            await asyncio.wait(pending)
+
+    # -- one run ----------------------------------------------------------------------------
+
+    async def _execute(self, claim: Claim) -> None:
+        run = claim.run
+        with log_context(run_id=run.id, tenant_id=run.tenant_id, attempt=run.attempts):
+            execution = Execution(
+                claim, queue=self._queue, redactor=self._redactor, loop=asyncio.get_running_loop()
+            )
+            self._executions[run.id] = execution
+            self._heartbeat.hold(run.id, execution)
+            try:
+                await self._run(execution)
+            finally:
+                execution.finished = True
+                execution.groups.kill_all()
+                execution.ctx.events.close()
+                self._heartbeat.drop(run.id)
+                del self._executions[run.id]
+
+    async def _run(self, execution: Execution) -> None:
+        run = execution.claim.run
+        log.info("run started (agent %s)", run.agent)
+        try:
+            agent_class = self._agent_class(run.agent)
+        except (ImportError, AttributeError, KeyError) as exc:
+            await self._bury(execution, "unknown_agent", f"agent {run.agent!r} is not available: {exc}")
+            return
+        remaining = _deadline_remaining(run)
+        if remaining is not None and remaining <= 0:
+            await self._bury(execution, DeadlineExceeded.code, _deadline_message(run))
+            return
+        if execution.stop_reason is None:  # a cancel may have arrived before the agent started
+            execution.task = asyncio.create_task(_invoke(agent_class, execution.ctx))
+            done, _ = await asyncio.wait({execution.task}, timeout=remaining)
+            if not done:
+                execution.stop("deadline")
+                await asyncio.wait({execution.task})
+        await self._settle(execution)
+
+    def _agent_class(self, name: str) -> type[Agent]:
+        if name not in self._agents:
+            self._agents[name] = load_agent(self._registry[name])
+        return self._agents[name]
+
+    async def _settle(self, execution: Execution) -> None:
+        """Write the one statement that ends this attempt."""
+        run, task = execution.claim.run, execution.task
+        failed = task is None or task.cancelled() or task.exception() is not None
+        error = None if task is None or task.cancelled() else task.exception()
+        reason = execution.stop_reason
+        if reason == "lease_lost" or isinstance(error, LeaseLost):
+            LEASES_LOST.inc()
+            log.warning("lease lost: run stopped, nothing more written for this attempt")
+            return
+        if failed and reason == "cancel":
+            await self._finish(
+                execution,
+                lambda events: self._queue.finalize_cancel(
+                    run_id=run.id, lease_id=execution.lease_id, events=events
+                ),
+            )
+        elif failed and reason == "shutdown":
+            await self._finish(
+                execution,
+                lambda events: self._queue.release(
+                    run_id=run.id, lease_id=execution.lease_id, events=events
+                ),
+            )
+        elif failed and reason == "deadline":
+            await self._bury(execution, DeadlineExceeded.code, _deadline_message(run))
+        elif not failed:
+            assert task is not None
+            output = self._redactor.data(task.result())
+            await self._finish(
+                execution,
+                lambda events: self._queue.complete(
+                    run_id=run.id, lease_id=execution.lease_id, output=output, events=events
+                ),
+            )
+        elif isinstance(error, FatalError):
+            await self._bury(execution, error.code, str(error))
+        elif isinstance(error, AgentError):
+            await self._retry(execution, error.code, str(error))
+        elif isinstance(error, DatabaseUnavailable):
+            await self._retry(execution, "database_unavailable", str(error))
+        elif error is None:
+            await self._retry(execution, "internal_error", "the agent's task was cancelled")
+        else:
+            log.error("agent raised an unexpected error", exc_info=error)
+            await self._retry(execution, "internal_error", f"{type(error).__name__}: {error}")
+
+    async def _bury(self, execution: Execution, code: str, message: str) -> None:
+        message = self._error_message(message)
+        await self._finish(
+            execution,
+            lambda events: self._queue.bury(
+                run_id=execution.claim.run.id,
+                lease_id=execution.lease_id,
+                error_code=code,
+                error_message=message,
+                events=events,
+            ),
+        )
+
+    async def _retry(self, execution: Execution, code: str, message: str) -> None:
+        message = self._error_message(message)
+        await self._finish(
+            execution,
+            lambda events: self._queue.retry_or_bury(
+                run_id=execution.claim.run.id,
+                lease_id=execution.lease_id,
+                error_code=code,
+                error_message=message,
+                events=events,
+            ),
+        )
+
+    def _error_message(self, message: str) -> str:
+        message = self._redactor.text(message)
+        return message if len(message) <= MAX_ERROR_MESSAGE else message[: MAX_ERROR_MESSAGE - 1] + "…"
+
+    async def _finish(self, execution: Execution, statement: Statement) -> None:
+        """The final statement, with the attempt's buffered events. A database outage is waited
+        out for up to one lease; after that the reaper owns the run anyway."""
+        give_up_at = time.monotonic() + self._lease_s
+        backoff = _MIN_BACKOFF_S
+        while True:
+            try:
+                run = await execution.ctx.write_with(statement)
+                break
+            except LeaseLost:
+                LEASES_LOST.inc()
+                log.warning("lease lost before the run's outcome was written")
+                return
+            except DatabaseUnavailable as exc:
+                if time.monotonic() + backoff > give_up_at:
+                    log.error("outcome not written, leaving the run to the reaper: %s", exc)
+                    return
+                log.warning("outcome not written yet, retrying in %.1f s: %s", backoff, exc)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, _MAX_BACKOFF_S)
+        _count_outcome(run)
+        log.info(
+            "run %s (%s)",
+            "retrying" if run.status is Status.PENDING else run.status.value,
+            run.error_code or run.cancel_reason or "ok",
+        )
+
+
+async def _invoke(agent_class: type[Agent], ctx: WorkerContext) -> Any:
+    return await agent_class().run(ctx)
+
+
+def _deadline_remaining(run: Run) -> float | None:
+    """Seconds left of ``budget.deadline_s``, counted from the run's creation (all attempts,
+    backoff and queueing included: a deadline is the caller's, not the worker's)."""
+    deadline_s = run.budget.get("deadline_s")
+    if deadline_s is None:
+        return None
+    elapsed = (datetime.now(UTC) - run.created_at).total_seconds()
+    return float(deadline_s) - elapsed
+
+
+def _deadline_message(run: Run) -> str:
+    return f"deadline_s of {run.budget.get('deadline_s')} s passed"
+
+
+def _count_outcome(run: Run) -> None:
+    if run.status is Status.PENDING:
+        RUNS_RETRIED.inc()
+        return
+    RUNS_FINISHED.labels(status=run.status.value).inc()
+    if run.status is Status.CANCELLED:
+        RUNS_CANCELLED.labels(reason=run.cancel_reason or "unknown").inc()
+

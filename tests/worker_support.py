@@ -1,0 +1,97 @@
+"""Helpers for the worker tests: run factories, waiting on conditions, the event-log invariants."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+from app.domain import TERMINAL_EVENTS, Event, Run
+from app.queue import Queue
+from app.settings import Settings
+from app.worker.main import serve
+
+T = TypeVar("T")
+
+FAST = {
+    "lease_s": 2.0,
+    "heartbeat_s": 0.3,
+    "poll_s": 0.2,
+    "reaper_s": 0.5,
+    "retry_base_s": 0.05,
+    "retry_max_s": 0.2,
+    "shutdown_grace_s": 0.0,
+}
+
+
+async def wait_until(
+    probe: Callable[[], Awaitable[T | None]], *, timeout: float, what: str = "condition"
+) -> T:
+    """Poll ``probe`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+async def enqueue_demo(queue: Queue, tenant_id: str = "t1", **fields: Any) -> Run:
+    """A demo run; ``budget``/``max_attempts`` go to the run, everything else is input."""
+    options = {k: fields.pop(k) for k in ("budget", "max_attempts", "agent") if k in fields}
+    run, _ = await queue.enqueue(
+        tenant_id=tenant_id,
+        agent=options.get("agent", "demo"),
+        input=fields,
+        budget=options.get("budget"),
+        max_attempts=options.get("max_attempts", 3),
+    )
+    return run
+
+
+async def wait_finished(queue: Queue, run_id: uuid.UUID, *, timeout: float = 15.0) -> Run:
+    async def probe() -> Run | None:
+        run = await queue.get_run(run_id, tenant_id=None)
+        return run if run.is_terminal else None
+
+    return await wait_until(probe, timeout=timeout, what=f"run {run_id} to finish")
+
+
+def check_event_log(events: list[Event]) -> None:
+    """The contract's invariants for one run's log (DESIGN.md §1, §3)."""
+    seqs = [e.seq for e in events]
+    assert seqs == list(range(1, len(events) + 1)), f"seqs not contiguous: {seqs}"
+    assert events[0].type == "run.queued"
+    terminal = [e for e in events if e.type in TERMINAL_EVENTS]
+    assert len(terminal) == 1, [e.type for e in events]
+    assert events[-1] is terminal[0], [e.type for e in events]
+    current = 0
+    for event in events:
+        if event.type == "run.started":
+            assert event.attempt == current + 1, f"attempt {event.attempt} after {current}"
+            current = event.attempt
+        assert event.attempt in (0, current), (
+            f"seq {event.seq} ({event.type}) of attempt {event.attempt} after attempt {current} started"
+        )
+
+
+@asynccontextmanager
+async def in_process_worker(
+    database_url: str, *, concurrency: int = 4, **overrides: Any
+) -> AsyncIterator[Settings]:
+    """The worker's ``serve`` on the test's event loop, stopped (gracefully) on exit."""
+    settings = Settings(database_url=database_url, **(FAST | overrides))
+    stop = asyncio.Event()
+    task = asyncio.create_task(
+        serve(settings, database_url=database_url, concurrency=concurrency, stop=stop)
+    )
+    try:
+        yield settings
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
