@@ -251,7 +251,7 @@ class OpenAIAgent:
 
 
 def _http_error(response: httpx.Response) -> Exception:
-    """429 and 5xx are transient; any other status is the request's fault and fatal."""
+    """408, 429 and 5xx are transient; any other status is the request's fault and fatal."""
     message = f"HTTP {response.status_code}: {_provider_message(_json_or_text(response))}"
     if response.status_code in (408, 429) or response.status_code >= 500:
         return _Transient(message, retry_after=_retry_after(response.headers))
