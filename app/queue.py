@@ -141,6 +141,21 @@ ENQUEUE = text(
     " SELECT id, 1, 'run.queued', '{}'::jsonb, 0 FROM ins RETURNING run_id)"
     " SELECT ins.*, pg_notify('runq_runs', '') FROM ins"
 )
+# Many runs of one agent in one statement (imports, backfills, the benchmarks): one NOTIFY for
+# the whole batch, since idle workers only need waking once.
+ENQUEUE_MANY = text(
+    "WITH ins AS ("
+    " INSERT INTO agent_runs (tenant_id, agent, priority, max_attempts, available_at, queue_rank,"
+    " input_json, last_event_seq)"
+    " SELECT :tenant_id, :agent, :priority, :max_attempts, now(),"
+    " now() - make_interval(secs => CAST(:priority AS int) * CAST(:aging_s AS float8)), i.input, 1"
+    " FROM unnest(CAST(:inputs AS jsonb[])) WITH ORDINALITY AS i(input, ord) ORDER BY i.ord"
+    " RETURNING id"
+    "), ev AS ("
+    " INSERT INTO run_events (run_id, seq, type, data, attempt)"
+    " SELECT id, 1, 'run.queued', '{}'::jsonb, 0 FROM ins RETURNING run_id)"
+    " SELECT (SELECT array_agg(id) FROM ins) AS ids, pg_notify('runq_runs', '')"
+)
 GET_BY_IDEMPOTENCY_KEY = text(
     f"SELECT {RUN_COLUMNS}, request_hash FROM agent_runs"
     " WHERE tenant_id = :tenant_id AND idempotency_key = :idempotency_key"
@@ -502,6 +517,30 @@ class Queue:
         if existing._mapping["request_hash"] != request_digest:
             raise IdempotencyConflict(idempotency_key)
         return _run(existing), False
+
+    async def enqueue_many(
+        self,
+        *,
+        tenant_id: str,
+        agent: str,
+        inputs: Sequence[Mapping[str, Any]],
+        priority: int = 0,
+        max_attempts: int = 3,
+    ) -> list[uuid.UUID]:
+        """Store many pending runs (each with its ``run.queued``) in one statement; their ids."""
+        if not inputs:
+            return []
+        params = {
+            "tenant_id": tenant_id,
+            "agent": agent,
+            "priority": priority,
+            "max_attempts": max_attempts,
+            "aging_s": self.aging_s,
+            "inputs": [_dumps(i) for i in inputs],
+        }
+        async with self._tx() as conn:
+            ids = (await conn.execute(ENQUEUE_MANY, params)).scalar()
+        return list(ids or [])
 
     async def get_run(self, run_id: uuid.UUID, *, tenant_id: str | None) -> Run:
         """The run, or :class:`RunNotFound` (also for another tenant's run)."""

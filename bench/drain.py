@@ -1,0 +1,59 @@
+"""Burn down a pre-built backlog through real worker processes and time it, the same way for
+every queue: workers first start idle (LISTENing), then one transaction commits the whole
+backlog, and the clock runs from that commit until nothing is left to do.
+
+Starting the workers before the backlog exists keeps interpreter start-up and imports out of
+the figure for every queue alike; the single commit makes all jobs visible at one instant.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from bench.procs import LISTENING, children, connect, machine_busy_s, wait_for, wait_for_workers
+
+
+async def timed_drain(
+    url: str,
+    *,
+    workers: Sequence[Sequence[str]],
+    env: Mapping[str, str],
+    ready: tuple[int, str] | None = None,
+    enqueue: Callable[[], Awaitable[object]],
+    remaining_sql: str,
+    jobs: int,
+    timeout_s: float,
+) -> dict[str, Any]:
+    """``enqueue`` commits the backlog; ``remaining_sql`` counts jobs not yet finished;
+    ``ready`` is how many worker sessions must match which condition (default: one LISTEN
+    session per worker process)."""
+    count, sessions = ready or (len(workers), LISTENING)
+    async with children(workers, env=env) as procs, connect(url) as conn:
+        await wait_for_workers(url, count, sessions=sessions, watch=procs)
+        cpu_before = sum(p.cpu_s() for p in procs)
+        await enqueue()
+        t0, busy0 = time.time(), machine_busy_s()
+
+        async def drained() -> bool:
+            return bool(await conn.fetchval(remaining_sql) == 0)
+
+        t_end = await wait_for(drained, timeout_s=timeout_s, what="the backlog to drain", watch=procs)
+        busy = machine_busy_s() - busy0
+        worker_cpu = sum(p.cpu_s() for p in procs) - cpu_before
+    seconds = t_end - t0
+    return {
+        "jobs": jobs,
+        "processes": len(workers),
+        "seconds": round(seconds, 3),
+        "per_s": round(jobs / seconds, 1),
+        "worker_cpu_s": round(worker_cpu, 2),
+        "machine_cpu_s": round(busy, 2),
+    }
+
+
+def best(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The best configuration of a sweep, with the others kept alongside."""
+    top = max(results, key=lambda r: r["per_s"])
+    return {**top, "sweep": [{k: v for k, v in r.items() if k != "sweep"} for r in results]}
