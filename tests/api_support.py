@@ -124,6 +124,11 @@ class RunDriver:
         )
         return run.last_event_seq
 
+    async def fail(self) -> int:
+        """A fatal failure: ``dead`` with ``run.failed``."""
+        run = await self.queue.bury(**self._ref(), error_code="fatal_error", error_message="test")
+        return run.last_event_seq
+
     async def complete(self, output: Any = None) -> int:
         return (await self.queue.complete(**self._ref(), output=output or {"text": "done"})).last_event_seq
 
