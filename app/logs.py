@@ -58,7 +58,9 @@ class TextFormatter(logging.Formatter):
         return f"{text} [{fields}]" if fields else text
 
 
-def configure_logging(fmt: Literal["auto", "json", "text"] = "auto", level: int = logging.INFO) -> None:
+def configure_logging(
+    fmt: Literal["auto", "json", "text"] = "auto", level: int = logging.INFO
+) -> None:
     """Send every log record to stderr; stdout stays free for a command's real output."""
     json_lines = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
     handler = logging.StreamHandler(sys.stderr)

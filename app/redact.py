@@ -33,7 +33,9 @@ _RULES: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
     (re.compile(r"\b([a-z][a-z0-9+.-]*://[^\s:/@]*):[^\s/@]+@", re.IGNORECASE), rf"\1:{MASK}@"),
     # The whole credential of an Authorization header, whatever its scheme.
     (
-        re.compile(r"(\bauthorization[\"']?\s*[:=]\s*[\"']?(?:[A-Za-z]+\s+)?)[^\s\"',;]+", re.IGNORECASE),
+        re.compile(
+            r"(\bauthorization[\"']?\s*[:=]\s*[\"']?(?:[A-Za-z]+\s+)?)[^\s\"',;]+", re.IGNORECASE
+        ),
         rf"\1{MASK}",
     ),
     (re.compile(r"(\bbearer\s+)[A-Za-z0-9._~+/-]{12,}=*", re.IGNORECASE), rf"\1{MASK}"),
@@ -79,7 +81,10 @@ class Redactor:
         if isinstance(value, Mapping):
             return {
                 key: MASK
-                if isinstance(key, str) and _SECRET_KEY.match(key) and isinstance(item, str) and item
+                if isinstance(key, str)
+                and _SECRET_KEY.match(key)
+                and isinstance(item, str)
+                and item
                 else self.data(item)
                 for key, item in value.items()
             }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -28,16 +29,18 @@ FAST = {
 
 
 async def wait_until(
-    probe: Callable[[], Awaitable[T | None]], *, timeout: float, what: str = "condition"
+    probe: Callable[[], Awaitable[T] | T], *, within: float, what: str = "condition"
 ) -> T:
-    """Poll ``probe`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
+    """Poll ``probe`` (sync or async) until it returns something truthy; fail after ``within`` s."""
+    deadline = time.monotonic() + within
     while True:
-        value = await probe()
+        value = probe()
+        if inspect.isawaitable(value):
+            value = await value
         if value:
-            return value
+            return value  # type: ignore[return-value]
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+            raise AssertionError(f"timed out after {within} s waiting for {what}")
         await asyncio.sleep(0.05)
 
 
@@ -54,12 +57,12 @@ async def enqueue_demo(queue: Queue, tenant_id: str = "t1", **fields: Any) -> Ru
     return run
 
 
-async def wait_finished(queue: Queue, run_id: uuid.UUID, *, timeout: float = 15.0) -> Run:
+async def wait_finished(queue: Queue, run_id: uuid.UUID, *, within: float = 15.0) -> Run:
     async def probe() -> Run | None:
         run = await queue.get_run(run_id, tenant_id=None)
         return run if run.is_terminal else None
 
-    return await wait_until(probe, timeout=timeout, what=f"run {run_id} to finish")
+    return await wait_until(probe, within=within, what=f"run {run_id} to finish")
 
 
 def check_event_log(events: list[Event]) -> None:

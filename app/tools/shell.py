@@ -97,7 +97,7 @@ async def run_shell(
     timed_out = False
     try:
         async with asyncio.timeout(timeout_s or DEFAULT_TIMEOUT_S):
-            await proc.wait()
+            await _exited(proc.pid)
     except TimeoutError:
         timed_out = True
     except BaseException:
@@ -116,6 +116,23 @@ async def run_shell(
         output=(redactor or default_redactor()).text(output),
         timed_out=timed_out,
     )
+
+
+async def _exited(pid: int) -> None:
+    """Until the process has exited. ``Process.wait()`` also waits for its pipes to close, which
+    a background child holding stdout would delay for as long as it lives."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:  # already exited and reaped
+        return
+    loop = asyncio.get_running_loop()
+    exited = asyncio.Event()
+    loop.add_reader(pidfd, exited.set)
+    try:
+        await exited.wait()
+    finally:
+        loop.remove_reader(pidfd)
+        os.close(pidfd)
 
 
 async def _read_capped(stream: asyncio.StreamReader, limit: int) -> tuple[bytes, bool]:

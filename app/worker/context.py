@@ -129,9 +129,12 @@ class WorkerContext:
 
     async def shell(self, command: str, *, timeout_s: float | None = None) -> ShellResult:
         self.raise_if_cancelled()
-        return await run_shell(
+        result = await run_shell(
             command, groups=self._groups, timeout_s=timeout_s, redactor=self._redactor
         )
+        # Killed because the run is stopping: not a result for the agent to act on.
+        self.raise_if_cancelled()
+        return result
 
     def count_turn(self) -> None:
         self._count("turns")

@@ -233,7 +233,9 @@ class Runner:
         try:
             agent_class = self._agent_class(run.agent)
         except (ImportError, AttributeError, KeyError) as exc:
-            await self._bury(execution, "unknown_agent", f"agent {run.agent!r} is not available: {exc}")
+            await self._bury(
+                execution, "unknown_agent", f"agent {run.agent!r} is not available: {exc}"
+            )
             return
         remaining = _deadline_remaining(run)
         if remaining is not None and remaining <= 0:
@@ -327,7 +329,9 @@ class Runner:
 
     def _error_message(self, message: str) -> str:
         message = self._redactor.text(message)
-        return message if len(message) <= MAX_ERROR_MESSAGE else message[: MAX_ERROR_MESSAGE - 1] + "…"
+        return (
+            message if len(message) <= MAX_ERROR_MESSAGE else message[: MAX_ERROR_MESSAGE - 1] + "…"
+        )
 
     async def _finish(self, execution: Execution, statement: Statement) -> None:
         """The final statement, with the attempt's buffered events. A database outage is waited
@@ -382,4 +386,3 @@ def _count_outcome(run: Run) -> None:
     RUNS_FINISHED.labels(status=run.status.value).inc()
     if run.status is Status.CANCELLED:
         RUNS_CANCELLED.labels(reason=run.cancel_reason or "unknown").inc()
-

@@ -51,7 +51,9 @@ async def test_prompt_steps_and_output(worker: None, queue: Queue) -> None:
     assert events[-1].data == {"output": {"text": "hello there world", "steps": 2}}
 
 
-async def test_fail_attempts_retries_and_resumes_from_checkpoint(worker: None, queue: Queue) -> None:
+async def test_fail_attempts_retries_and_resumes_from_checkpoint(
+    worker: None, queue: Queue
+) -> None:
     run = await enqueue_demo(queue, prompt="hi", steps=2, step_s=0.01, fail_attempts=1)
     done = await wait_finished(queue, run.id)
     events = await queue.read_events(run.id)
@@ -91,7 +93,11 @@ async def test_shell_output_and_exit_code(worker: None, queue: Queue) -> None:
     check_event_log(events)
     assert done.status is Status.DONE
     call = next(e for e in events if e.type == "tool.call")
-    assert call.data == {"tool_call_id": "shell", "name": "shell", "arguments": {"command": command}}
+    assert call.data == {
+        "tool_call_id": "shell",
+        "name": "shell",
+        "arguments": {"command": command},
+    }
     result = next(e for e in events if e.type == "tool.result").data
     assert result["name"] == "shell" and result["exit_code"] == 3 and result["is_error"] is True
     assert result["output"] == "out\nerr\ntoken=[REDACTED]\n"
@@ -126,7 +132,7 @@ async def test_budget_max_turns(worker: None, queue: Queue) -> None:
 
 async def test_deadline_stops_the_run(worker: None, queue: Queue) -> None:
     run = await enqueue_demo(queue, steps=1, step_s=30, budget={"deadline_s": 0.5})
-    done = await wait_finished(queue, run.id, timeout=10)
+    done = await wait_finished(queue, run.id, within=10)
     assert done.status is Status.DEAD and done.error_code == "deadline_exceeded"
     events = await queue.read_events(run.id)
     check_event_log(events)
@@ -154,9 +160,9 @@ async def test_cancel_keeps_partial_events(worker: None, queue: Queue) -> None:
 
     from tests.worker_support import wait_until
 
-    await wait_until(first_call, timeout=10, what="the first tool call")
+    await wait_until(first_call, within=10, what="the first tool call")
     await queue.request_cancel(run.id, tenant_id=None, note="enough")
-    done = await wait_finished(queue, run.id, timeout=5)
+    done = await wait_finished(queue, run.id, within=5)
     events = await queue.read_events(run.id)
     check_event_log(events)
     assert done.status is Status.CANCELLED
