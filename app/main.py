@@ -34,6 +34,7 @@ from app.domain import (
     RunFinished,
     RunNotFound,
 )
+from app.logs import configure_logging
 from app.queue import Queue
 from app.settings import Settings, get_settings
 
@@ -77,6 +78,8 @@ def create_app(settings: Settings | None = None, *, sse_ping_s: float = 15.0) ->
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if not logging.getLogger().handlers:  # a bare `uvicorn app.main:app`; never override a host's
+            configure_logging(settings.log_format)
         url = settings.database_url
         if not url:
             raise RuntimeError("RUNQ_DATABASE_URL is not set; `runq api` or `runq dev` provide one")

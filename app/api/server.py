@@ -1,26 +1,22 @@
-"""``runq api``: uvicorn, programmatically, serving ``app.main:app``."""
+"""``runq api``: uvicorn, programmatically, serving the app built from the given settings."""
 
 from __future__ import annotations
 
-import os
-
 import uvicorn
 
-from app.settings import Settings, get_settings
+from app.settings import Settings
 
 GRACEFUL_SHUTDOWN_S = 10  # open SSE streams are closed at shutdown; clients resume elsewhere
 
 
 def serve(settings: Settings, *, database_url: str, host: str, port: int) -> None:
-    """Serve the API on ``host:port`` against ``database_url`` until SIGINT/SIGTERM."""
-    # app.main builds its app from the environment at import, so the URL (perhaps of the
-    # embedded server just started) must be there first, and the cached settings dropped.
-    os.environ["RUNQ_DATABASE_URL"] = database_url
-    if settings.secret_key:
-        os.environ.setdefault("RUNQ_SECRET_KEY", settings.secret_key)
-    get_settings.cache_clear()
+    """Serve the API on ``host:port`` against ``database_url`` (perhaps the embedded server just
+    started) until SIGINT/SIGTERM."""
+    from app.main import create_app
+
+    app = create_app(settings.model_copy(update={"database_url": database_url}))
     uvicorn.run(
-        "app.main:app",
+        app,
         host=host,
         port=port,
         proxy_headers=True,
