@@ -22,7 +22,7 @@ MAX_OUTPUT_BYTES = 64 * 1024
 _TRUNCATED = "\n[output truncated]"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: it must satisfy the agents' ShellResult protocol
 class ShellResult:
     """``exit_code`` is None when the command hit its deadline, negative when a signal ended it."""
 
@@ -110,7 +110,9 @@ async def run_shell(
         groups.discard(proc.pid)
     await proc.wait()
     data, truncated = await reader
-    output = data.decode("utf-8", errors="replace") + (_TRUNCATED if truncated else "")
+    # PostgreSQL's jsonb cannot hold NUL, which binary output is full of.
+    output = data.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
+    output += _TRUNCATED if truncated else ""
     return ShellResult(
         exit_code=None if timed_out else proc.returncode,
         output=(redactor or default_redactor()).text(output),

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from app.db.runtime import database
+from app.logs import configure_logging
 from app.settings import get_settings
 from app.worker.main import run_worker
 
@@ -18,6 +19,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.concurrency < 1:
         parser.error("--concurrency must be at least 1")
     settings = get_settings()
+    configure_logging(settings.log_format)  # before the embedded server logs its start
     with database(settings) as url:
         return run_worker(settings, database_url=url, concurrency=args.concurrency)
 

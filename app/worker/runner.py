@@ -232,7 +232,7 @@ class Runner:
         log.info("run started (agent %s)", run.agent)
         try:
             agent_class = self._agent_class(run.agent)
-        except (ImportError, AttributeError, KeyError) as exc:
+        except Exception as exc:  # not registered, or its module does not import
             await self._bury(
                 execution, "unknown_agent", f"agent {run.agent!r} is not available: {exc}"
             )

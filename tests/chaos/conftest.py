@@ -34,7 +34,7 @@ def descendants(pid: int) -> list[int]:
     found: list[int] = []
     try:
         tasks = list(Path(f"/proc/{pid}/task").iterdir())
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return found
     for task in tasks:
         try:

@@ -18,6 +18,7 @@ from tests.worker_support import check_event_log, enqueue_demo
 RUNS = 300
 WORKERS = 3
 MAX_ATTEMPTS = 6
+MAX_KILLS = 15  # each restart costs a second of CPU: CI has two cores
 
 
 async def unfinished(engine: AsyncEngine) -> int:
@@ -36,7 +37,7 @@ async def test_sigkill_chaos_keeps_every_invariant(
     for i in range(RUNS):
         await enqueue_demo(
             queue,
-            prompt=f"run {i}",
+            prompt=f"run {i}" if i % 10 == 0 else "",
             steps=rng.choice([2, 3]),
             step_s=rng.choice([0.05, 0.1, 0.15]),
             fail_attempts=1 if i % 5 == 0 else 0,
@@ -49,7 +50,7 @@ async def test_sigkill_chaos_keeps_every_invariant(
     next_kill = time.monotonic() + rng.uniform(1, 2)
     while await unfinished(engine):
         assert time.monotonic() < deadline, f"runs still unfinished after {kills} kills"
-        if time.monotonic() >= next_kill and kills < 25:
+        if time.monotonic() >= next_kill and kills < MAX_KILLS:
             victim = rng.randrange(WORKERS)
             workers[victim].sigkill()
             workers[victim] = spawn_worker(concurrency=4, ready=False)

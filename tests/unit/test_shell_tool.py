@@ -14,7 +14,7 @@ def alive(pid: int) -> bool:
     """Running and not a zombie (a killed orphan may wait a moment for its reaper)."""
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return False
     return state != "Z"
 
