@@ -72,8 +72,9 @@ DATABASE_DOWN: tuple[type[Exception], ...] = (
 )
 
 
-def create_app(settings: Settings | None = None, *, sse_ping_s: float = 15.0) -> FastAPI:
-    """The API; ``sse_ping_s`` is the keep-alive comment interval (short in tests)."""
+def create_app(settings: Settings | None = None, *, sse_ping_s: float = 10.0) -> FastAPI:
+    """The API; ``sse_ping_s`` is the keep-alive comment interval (DESIGN: at most 15 s; short in
+    tests)."""
     settings = settings or get_settings()
 
     @asynccontextmanager
