@@ -12,7 +12,7 @@ import pytest
 from tests.api_support import ROOT, ApiProcess
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def apis(database_url: str) -> Iterator[tuple[ApiProcess, ApiProcess]]:
     pair = (ApiProcess(database_url), ApiProcess(database_url))
     try:
