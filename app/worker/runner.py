@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 import uuid
 from datetime import UTC, datetime
@@ -65,6 +66,7 @@ class Execution:
         self.stop_reason: StopReason | None = None
         self.finished = False
         self._loop = loop
+        self._lock = threading.Lock()
 
     @property
     def lease_id(self) -> uuid.UUID:
@@ -72,27 +74,32 @@ class Execution:
 
     def lease_lost(self) -> None:
         """Heartbeat thread: kill the tools now, even if the event loop is blocked."""
-        self.ctx.mark_cancelled()
-        self.groups.kill_all()
-        self._loop.call_soon_threadsafe(self.stop, "lease_lost")
+        self._mark_stopped("lease_lost")
+        self._loop.call_soon_threadsafe(self._cancel_task)
 
     def cancel_requested(self) -> None:
         """Heartbeat thread or LISTEN: the same as a lost lease, but the run then ends cancelled."""
         if self.ctx.cancelled:
             return
-        self.ctx.mark_cancelled()
-        self.groups.kill_all()
-        self._loop.call_soon_threadsafe(self.stop, "cancel")
+        self._mark_stopped("cancel")
+        self._loop.call_soon_threadsafe(self._cancel_task)
 
     def stop(self, reason: StopReason) -> None:
-        """Event loop only. The first reason wins, except that a lost lease overrides all."""
-        if self.finished:
-            return
-        if self.stop_reason is None or reason == "lease_lost":
-            self.stop_reason = reason
+        """Event loop only."""
+        self._mark_stopped(reason)
+        self._cancel_task()
+
+    def _mark_stopped(self, reason: StopReason) -> None:
+        # The reason is recorded before the agent can see ``ctx.cancelled``: an agent that
+        # raises on it at once must still end as cancelled, not as a failure.
+        with self._lock:
+            if self.stop_reason is None or reason == "lease_lost":  # a lost lease overrides all
+                self.stop_reason = reason
         self.ctx.mark_cancelled()
         self.groups.kill_all()
-        if self.task is not None:
+
+    def _cancel_task(self) -> None:
+        if not self.finished and self.task is not None:
             self.task.cancel()
 
 

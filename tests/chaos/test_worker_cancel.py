@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from app.domain import Status
 from app.queue import Queue
 from tests.chaos.conftest import SpawnWorker, running
 from tests.worker_support import check_event_log, enqueue_demo, wait_finished, wait_until
+
+pytestmark = pytest.mark.chaos
 
 HEARTBEAT_S = 0.5
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 
+import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -12,6 +13,8 @@ from app.domain import Claim, LeaseLost, Run, Status
 from app.queue import Queue
 from tests.chaos.conftest import SpawnWorker, running
 from tests.worker_support import check_event_log, enqueue_demo, wait_finished, wait_until
+
+pytestmark = pytest.mark.chaos
 
 LEASE_S = 1.0
 

@@ -6,10 +6,14 @@ import signal
 import time
 import uuid
 
+import pytest
+
 from app.domain import Status
 from app.queue import Queue
 from tests.chaos.conftest import SpawnWorker
 from tests.worker_support import check_event_log, enqueue_demo, wait_finished, wait_until
+
+pytestmark = pytest.mark.chaos
 
 LEASE_S = 30.0  # long: a handoff that waited for the lease would fail the test
 
