@@ -239,6 +239,30 @@ COMPLETE_IF_LEASED = _transition(
     where=FENCED,
     set_=f"status = 'done', output = CAST(:output AS jsonb), finished_at = now(), {CLEAR_LEASE}",
 )
+# Many completions of one worker in one statement: each run fenced by its own lease, each
+# with its buffered events and then ``run.completed``. ``e.k`` numbers a run's events from 1.
+COMPLETE_MANY_IF_LEASED = text(
+    "WITH done AS ("
+    " SELECT * FROM unnest(CAST(:run_ids AS uuid[]), CAST(:lease_ids AS uuid[]), CAST(:outputs AS jsonb[]))"
+    " AS d(run_id, lease_id, output)"
+    "), e AS ("
+    " SELECT x.run_id, x.type, x.data, row_number() OVER (PARTITION BY x.run_id ORDER BY x.ord) AS k,"
+    " count(*) OVER (PARTITION BY x.run_id) AS n"
+    " FROM unnest(CAST(:event_run_ids AS uuid[]), CAST(:types AS text[]), CAST(:datas AS jsonb[]))"
+    " WITH ORDINALITY AS x(run_id, type, data, ord)"
+    "), t AS ("
+    f" UPDATE agent_runs r SET status = 'done', output = d.output, finished_at = now(), {CLEAR_LEASE},"
+    " last_event_seq = r.last_event_seq + coalesce((SELECT max(e.n) FROM e WHERE e.run_id = r.id), 0) + 1,"
+    " updated_at = now()"
+    " FROM done d WHERE r.id = d.run_id AND r.lease_id = d.lease_id AND r.status = 'leased'"
+    f" RETURNING {', '.join('r.' + c.strip() for c in RUN_COLUMNS.split(','))}"
+    "), ev AS ("
+    " INSERT INTO run_events (run_id, seq, type, data, attempt)"
+    " SELECT t.id, t.last_event_seq - e.n - 1 + e.k, e.type, e.data, t.attempts FROM t JOIN e ON e.run_id = t.id"
+    " UNION ALL SELECT t.id, t.last_event_seq, 'run.completed', jsonb_build_object('output', t.output), t.attempts"
+    " FROM t RETURNING run_id)"
+    " SELECT t.*, pg_notify('runq_events', t.id::text || ':' || t.last_event_seq) FROM t"
+)
 RETRY_OR_BURY = _transition(
     where=FENCED,
     set_=_leave_lease("attempts < max_attempts", BACKOFF)
@@ -664,6 +688,29 @@ class Queue:
             COMPLETE_IF_LEASED, (run_id, lease_id), output=_dumps(output), **_events(events)
         )
 
+    async def complete_many(
+        self, completions: Sequence[tuple[uuid.UUID, uuid.UUID, Any, NewEvents]]
+    ) -> dict[uuid.UUID, Run]:
+        """``complete`` for many ``(run_id, lease_id, output, events)`` in one statement.
+
+        Returns the runs now ``done``; a run missing from the result lost its lease (the same
+        as :class:`LeaseLost` from ``complete``) and nothing was written for it.
+        """
+        if not completions:
+            return {}
+        ordered = sorted(completions, key=lambda c: c[0])  # a fixed lock order, as in renew_leases
+        params = {
+            "run_ids": [c[0] for c in ordered],
+            "lease_ids": [c[1] for c in ordered],
+            "outputs": [_dumps(c[2]) for c in ordered],
+            "event_run_ids": [c[0] for c in ordered for _ in c[3]],
+            "types": [t for c in ordered for t, _ in c[3]],
+            "datas": [_dumps(d) for c in ordered for _, d in c[3]],
+        }
+        async with self._tx() as conn:
+            rows = (await conn.execute(COMPLETE_MANY_IF_LEASED, params)).all()
+        return {row.id: _run(row) for row in rows}
+
     async def retry_or_bury(
         self,
         *,
@@ -786,7 +833,7 @@ class Queue:
             if not (await conn.execute(REAPER_LOCK)).scalar():
                 return []
             await conn.execute(FORGET_STALE_SUBSCRIBERS, {"presence_ttl_s": self.presence_ttl_s})
-            rows = (await conn.execute(CANCEL_ABANDONED_PENDING, params)).all()
+            rows = [*(await conn.execute(CANCEL_ABANDONED_PENDING, params)).all()]
             rows += (await conn.execute(REQUEST_CANCEL_ABANDONED, params)).all()
         return [_run(r) for r in rows]
 

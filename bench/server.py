@@ -123,16 +123,25 @@ class BenchServer:
         same data dir and port (ALTER SYSTEM; the restart resets the server's statistics).
         """
         loaded = (await self.admin("SHOW shared_preload_libraries"))[0][0]
-        if "pg_stat_statements" in loaded:
-            return True
-        if self.embedded is None:
-            return False
-        await self.admin("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
-        # Blocking on purpose: the server dies with the thread that started it (PDEATHSIG), so it
-        # must be started from the main thread, not from a pool thread.
-        self.embedded.stop()
-        self.url = self.embedded.start()
+        if "pg_stat_statements" not in loaded:
+            if self.embedded is None:
+                return False
+            await self.admin("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
+            # Blocking on purpose: the server dies with the thread that started it
+            # (PDEATHSIG), so it must be started from the main thread, not a pool thread.
+            self.embedded.stop()
+            self.url = self.embedded.start()
+        await self.admin("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
         return True
+
+    async def statement_calls(self, database: str) -> dict[str, int]:
+        """Calls per normalised statement on one database, from ``pg_stat_statements``."""
+        rows = await self.admin(
+            "SELECT query, calls FROM pg_stat_statements"
+            " WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1)",
+            database,
+        )
+        return {r["query"]: r["calls"] for r in rows}
 
 
 def _free_port() -> int:
