@@ -8,6 +8,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 from app.domain import TERMINAL_EVENTS, Event, Run
@@ -81,6 +82,33 @@ def check_event_log(events: list[Event]) -> None:
         assert event.attempt in (0, current), (
             f"seq {event.seq} ({event.type}) of attempt {event.attempt} after attempt {current} started"
         )
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (Linux ``/proc``), deepest last."""
+    found: list[int] = []
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except (FileNotFoundError, ProcessLookupError):
+        return found
+    for task in tasks:
+        try:
+            children = [int(c) for c in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        for child in children:
+            found += [child, *descendants(child)]
+    return found
+
+
+def running(pid: int, argv: list[str] | None = None) -> bool:
+    """Alive and not a zombie (a killed orphan may wait for its reaper), running ``argv`` if given."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z" and (argv is None or cmdline == ("\0".join(argv) + "\0").encode())
 
 
 @asynccontextmanager

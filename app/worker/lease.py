@@ -53,9 +53,11 @@ class Heartbeat:
         with self._lock:
             self._held[run_id] = holder
 
-    def drop(self, run_id: uuid.UUID) -> None:
+    def drop(self, run_id: uuid.UUID, holder: LeaseHolder) -> None:
+        """Stop renewing ``holder``'s lease (not a newer claim of the same run)."""
         with self._lock:
-            self._held.pop(run_id, None)
+            if self._held.get(run_id) is holder:
+                del self._held[run_id]
 
     def __enter__(self) -> Heartbeat:
         # The thread inherits the caller's log fields (worker_id).

@@ -157,13 +157,14 @@ class Runner:
             if free > 0:
                 try:
                     claims = await self._claim(free)
-                except DatabaseUnavailable as exc:
-                    log.warning("claim failed, retrying in %.1f s: %s", backoff, exc)
-                    await self._sleep(backoff)
-                    backoff = min(backoff * 2, _MAX_BACKOFF_S)
-                    continue
-                except Exception:
-                    log.exception("claim failed, retrying in %.1f s", backoff)
+                except Exception as exc:
+                    # An outage is expected and logged in one line; anything else is a bug.
+                    log.warning(
+                        "claim failed, retrying in %.1f s: %s",
+                        backoff,
+                        exc,
+                        exc_info=not isinstance(exc, DatabaseUnavailable),
+                    )
                     await self._sleep(backoff)
                     backoff = min(backoff * 2, _MAX_BACKOFF_S)
                     continue
@@ -223,6 +224,11 @@ class Runner:
             execution = Execution(
                 claim, queue=self._queue, redactor=self._redactor, loop=asyncio.get_running_loop()
             )
+            previous = self._executions.get(run.id)
+            if previous is not None:
+                # This worker re-claimed its own run after the lease expired: the older
+                # attempt has lost it, even if no heartbeat has said so yet.
+                previous.stop("lease_lost")
             self._executions[run.id] = execution
             self._heartbeat.hold(run.id, execution)
             try:
@@ -231,8 +237,9 @@ class Runner:
                 execution.finished = True
                 execution.groups.kill_all()
                 execution.ctx.events.close()
-                self._heartbeat.drop(run.id)
-                del self._executions[run.id]
+                self._heartbeat.drop(run.id, execution)
+                if self._executions.get(run.id) is execution:
+                    del self._executions[run.id]
 
     async def _run(self, execution: Execution) -> None:
         run = execution.claim.run

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.worker_support import descendants, running
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # Short timings so that lease expiry, reaping and retries happen within a test.
@@ -27,33 +29,6 @@ CHAOS_ENV = {
     "RUNQ_LOG_FORMAT": "json",
     "RUNQ_AGENTS": "blocker=tests.chaos.agents:BlockingAgent",
 }
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (Linux ``/proc``), deepest last."""
-    found: list[int] = []
-    try:
-        tasks = list(Path(f"/proc/{pid}/task").iterdir())
-    except (FileNotFoundError, ProcessLookupError):
-        return found
-    for task in tasks:
-        try:
-            children = [int(c) for c in (task / "children").read_text().split()]
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        for child in children:
-            found += [child, *descendants(child)]
-    return found
-
-
-def running(pid: int, argv: list[str] | None = None) -> bool:
-    """Alive and not a zombie (a killed orphan may wait for its reaper), running ``argv`` if given."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state != "Z" and (argv is None or cmdline == ("\0".join(argv) + "\0").encode())
 
 
 class WorkerProcess:

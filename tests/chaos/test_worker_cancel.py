@@ -6,8 +6,8 @@ import pytest
 
 from app.domain import Status
 from app.queue import Queue
-from tests.chaos.conftest import SpawnWorker, running
-from tests.worker_support import check_event_log, enqueue_demo, wait_finished, wait_until
+from tests.chaos.conftest import SpawnWorker
+from tests.worker_support import check_event_log, enqueue_demo, running, wait_finished, wait_until
 
 pytestmark = pytest.mark.chaos
 
