@@ -74,7 +74,6 @@ async def run_shell(
     timeout_s: float | None = None,
     max_output_bytes: int = MAX_OUTPUT_BYTES,
     redactor: Redactor | None = None,
-    cwd: str | None = None,
 ) -> ShellResult:
     """Run ``/bin/sh -c command``; stdout and stderr merged, capped and redacted.
 
@@ -89,7 +88,6 @@ async def run_shell(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
         start_new_session=True,
-        cwd=cwd,
     )
     groups.add(proc.pid)  # the session leader's pid is the group id
     assert proc.stdout is not None

@@ -13,7 +13,10 @@ from app.worker.main import run_worker
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m app.worker", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m app.worker",
+        description="A runq worker: claims runs from PostgreSQL and executes their agents.",
+    )
     parser.add_argument("--concurrency", type=int, default=4, help="run slots (default 4)")
     args = parser.parse_args(argv)
     if args.concurrency < 1:
