@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from datetime import datetime
@@ -63,10 +62,8 @@ async def test_renews_reports_cancel_then_loss(
         lambda: _later(engine, run.id, first), within=INTERVAL_S * 10, what="a renewal"
     )
 
-    requested = time.monotonic()
     await queue.request_cancel(run.id, tenant_id=None)
     await wait_until(holder.cancelled.is_set, within=INTERVAL_S * 10, what="the cancel")
-    assert time.monotonic() - requested < INTERVAL_S * 3
     assert not holder.lost.is_set()
 
     async with engine.begin() as conn:
