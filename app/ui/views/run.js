@@ -1,0 +1,152 @@
+// One run: its facts, Stop and (for admins) Requeue, and its live event stream.
+
+import { ApiError } from "../api.js";
+import { ago, h, json, notice, replace, statusBadge } from "../dom.js";
+import { EventLog } from "../events.js";
+import { RunStream } from "../stream.js";
+import { autoRefresh } from "./refresh.js";
+
+const REFRESH_MS = 2000;
+const TERMINAL = new Set(["done", "dead", "cancelled"]);
+const STREAM_STATES = {
+  connecting: "Connecting…",
+  live: "Live",
+  reconnecting: "Reconnecting…",
+  ended: "Ended",
+  error: "Unavailable",
+};
+
+function fact(label, value) {
+  return value === null || value === undefined || value === "" ? null : [h("dt", {}, label), h("dd", {}, value)];
+}
+
+export function mountRun(view, { api, route }) {
+  const id = route.id;
+  let run = null;
+  let streamError = null;
+
+  const title = h("h1", {}, "Run");
+  const badge = h("span");
+  const actions = h("div", { class: "actions" });
+  const message = h("div");
+  const facts = h("dl", { class: "facts" });
+  const payloads = h("div", { class: "payloads" });
+  const streamState = h("span", { class: "stream-state", role: "status" });
+  const log = new EventLog();
+
+  const stream = new RunStream(api, id, {
+    onEvent(event) {
+      log.add(event);
+      if (event.type.startsWith("run.")) refresh.now();
+    },
+    onState(state, detail) {
+      streamState.dataset.state = state;
+      streamState.textContent = STREAM_STATES[state];
+      if (state === "error") {
+        streamError = detail;
+        const otherTenant = api.isAdmin && run;
+        replace(message, notice(otherTenant ? `This run's events are readable with a key of tenant “${run.tenant_id}” only.` : `Event stream unavailable: ${detail}`, "info"));
+      }
+    },
+  });
+
+  async function act(label, action) {
+    replace(message);
+    try {
+      await action();
+      replace(message, notice(label, "ok"));
+    } catch (e) {
+      replace(message, notice(e.message));
+    }
+    await refresh.now();
+  }
+
+  function renderActions() {
+    const finished = TERMINAL.has(run.status);
+    const stopping = Boolean(run.cancel_requested_at) && !finished;
+    replace(
+      actions,
+      finished
+        ? null
+        : h(
+            "button",
+            { type: "button", class: "button danger", disabled: stopping, onclick: () => act("Stop requested.", () => api.cancel(id)) },
+            stopping ? "Stopping…" : "Stop",
+          ),
+      api.isAdmin && (run.status === "dead" || run.status === "cancelled")
+        ? h("button", {
+            type: "button",
+            class: "button",
+            onclick: () =>
+              act("Requeued: the run is pending again.", async () => {
+                await api.requeue(id);
+                streamError = null;
+              }),
+          }, "Requeue")
+        : null,
+    );
+  }
+
+  function render() {
+    title.replaceChildren("Run ", h("span", { class: "mono" }, id.slice(0, 8)));
+    replace(badge, statusBadge(run.status));
+    renderActions();
+    replace(
+      facts,
+      fact("Run id", h("code", {}, run.id)),
+      fact("Tenant", run.tenant_id),
+      fact("Agent", run.agent),
+      fact("Attempts", `${run.attempts} of ${run.max_attempts}`),
+      fact("Priority", String(run.priority)),
+      fact("Created", ago(run.created_at)),
+      fact("Updated", ago(run.updated_at)),
+      fact("Finished", run.finished_at ? ago(run.finished_at) : null),
+      fact("Stop requested", run.cancel_requested_at ? ago(run.cancel_requested_at) : null),
+      fact("Cancel reason", run.cancel_reason),
+      fact("Error", run.error_code ? h("span", {}, h("code", {}, run.error_code), run.error_message ? ` ${run.error_message}` : "") : null),
+      fact("Worker", run.locked_by ? h("code", {}, run.locked_by) : null),
+      fact("Lease until", run.locked_until ? new Date(run.locked_until).toLocaleTimeString() : null),
+    );
+    replace(
+      payloads,
+      h("details", { class: "payload" }, h("summary", {}, "Input"), json(run.input)),
+      Object.keys(run.budget ?? {}).length ? h("details", { class: "payload" }, h("summary", {}, "Budget"), json(run.budget)) : null,
+      run.output !== null ? h("details", { class: "payload" }, h("summary", {}, "Output"), json(run.output)) : null,
+    );
+  }
+
+  async function load() {
+    try {
+      run = await api.run(id);
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 401) return;
+      replace(message, notice(e instanceof ApiError && e.status === 404 ? "No such run." : `Could not load the run: ${e.message}`));
+      return;
+    }
+    render();
+    // A requeued run streams again from where the log stopped.
+    if (!stream.running && !streamError && (!TERMINAL.has(run.status) || stream.lastSeq < run.last_event_seq)) {
+      stream.start();
+    }
+  }
+
+  view.append(
+    h(
+      "section",
+      { class: "page run-page" },
+      h("a", { href: "#/runs", class: "back" }, "← Runs"),
+      h("div", { class: "page-head" }, h("div", { class: "title-line" }, title, badge), actions),
+      message,
+      h("div", { class: "card" }, facts, payloads),
+      h("section", { class: "events", "aria-labelledby": "events-title" },
+        h("div", { class: "section-head" }, h("h2", { id: "events-title" }, "Events"), streamState),
+        log.el,
+      ),
+    ),
+  );
+  const refresh = autoRefresh(load, REFRESH_MS);
+  return () => {
+    refresh.stop();
+    stream.stop();
+  };
+}

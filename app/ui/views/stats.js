@@ -1,0 +1,76 @@
+// Queue stats (admins only): depth by status, oldest pending age, recent dead, in-flight per tenant.
+
+import { duration, h, notice, replace } from "../dom.js";
+import { STATUSES } from "./runs.js";
+import { autoRefresh } from "./refresh.js";
+import { table } from "./table.js";
+
+const REFRESH_MS = 2000;
+
+function tile(label, value, { status, hint } = {}) {
+  return h(
+    "div",
+    { class: `tile ${status ? `status-${status}` : ""}`, dataset: { stat: status ?? label } },
+    h("span", { class: "tile-label" }, label),
+    h("span", { class: "tile-value" }, value),
+    hint ? h("span", { class: "tile-hint muted" }, hint) : null,
+  );
+}
+
+export function mountStats(view, { api }) {
+  const tiles = h("div", { class: "tiles", role: "group", "aria-label": "Runs by status" });
+  const health = h("div", { class: "tiles" });
+  const tenants = h("div");
+  const message = h("div");
+
+  async function load() {
+    try {
+      const stats = await api.stats();
+      replace(message);
+      replace(
+        tiles,
+        STATUSES.map((s) =>
+          h("a", { href: `#/runs?status=${s}`, class: "tile-link" }, tile(s, String(stats.by_status[s] ?? 0), { status: s })),
+        ),
+      );
+      replace(
+        health,
+        tile("Oldest pending", stats.by_status.pending ? duration(stats.oldest_pending_age_s) : "–", { hint: "waiting to be claimed" }),
+        tile("Dead in the last hour", String(stats.dead_last_hour), { hint: "see Dead letters" }),
+      );
+      const rows = Object.entries(stats.inflight_by_tenant)
+        .sort((a, b) => b[1] - a[1])
+        .map(([tenant, n]) => ({ tenant, n }));
+      replace(
+        tenants,
+        table(
+          [
+            { label: "Tenant", cell: (r) => h("a", { href: `#/runs?tenant=${encodeURIComponent(r.tenant)}` }, r.tenant) },
+            { label: "In flight", cell: (r) => String(r.n), class: "num" },
+          ],
+          rows,
+          { caption: "In-flight runs per tenant", empty: "No run is in flight." },
+        ),
+      );
+    } catch (e) {
+      replace(message, notice(`Could not load stats: ${e.message}`));
+    }
+  }
+
+  view.append(
+    h(
+      "section",
+      { class: "page" },
+      h("div", { class: "page-head" }, h("h1", {}, "Queue stats")),
+      message,
+      h("h2", { class: "section-title" }, "Depth by status"),
+      tiles,
+      h("h2", { class: "section-title" }, "Health"),
+      health,
+      h("h2", { class: "section-title" }, "In flight per tenant"),
+      tenants,
+    ),
+  );
+  const refresh = autoRefresh(load, REFRESH_MS);
+  return () => refresh.stop();
+}
