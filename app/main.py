@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.api import health, runs
+from app.api import admin, health, runs, ui
 from app.api.deps import Runtime
 from app.api.limits import BodySizeLimit
 from app.api.listener import EventHub
@@ -114,7 +114,9 @@ def create_app(settings: Settings | None = None, *, sse_ping_s: float = 10.0) ->
     )
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.include_router(runs.router)
+    app.include_router(admin.router)
     app.include_router(health.router)
+    app.include_router(ui.router)
     _add_problem_handlers(app)
     return app
 

@@ -1,8 +1,26 @@
-"""Prometheus metrics shared by the API and the worker (prometheus-client, default registry)."""
+"""Prometheus metrics shared by the API and the worker (prometheus-client, default registry).
+
+Counters and histograms are per process (sum them across processes); the queue gauges
+describe the whole cluster and are refreshed from the database by every API process on scrape
+(take ``max`` across processes, not ``sum``).
+"""
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
+import asyncio
+import logging
+import time
+from collections.abc import Iterator
+
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+from app.domain import DatabaseUnavailable, Status
+from app.queue import Queue, QueueDepth
+
+log = logging.getLogger(__name__)
 
 RUNS_CREATED = Counter("runq_runs_created_total", "Runs created through the API", ["agent"])
 RUNS_CLAIMED = Counter("runq_runs_claimed_total", "Runs claimed by workers")
@@ -18,8 +36,6 @@ REAPER_RESCUES = Counter(
     "runq_reaper_rescued_total", "Expired leases handled by the reaper", ["outcome"]
 )
 EVENTS_APPENDED = Counter("runq_events_appended_total", "Events stored by workers")
-QUEUE_DEPTH = Gauge("runq_queue_depth", "Runs by status", ["status"])
-OLDEST_PENDING_AGE = Gauge("runq_oldest_pending_age_seconds", "Age of the oldest runnable pending run")
 CLAIM_LATENCY = Histogram(
     "runq_claim_seconds", "Duration of one claim statement",
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
@@ -33,3 +49,67 @@ HEARTBEAT_DURATION = Histogram(
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
 )
 SSE_SUBSCRIBERS = Gauge("runq_sse_subscribers", "Open SSE streams on this API process")
+RUNS_REQUEUED = Counter("runq_runs_requeued_total", "Dead or cancelled runs requeued by an operator")
+
+
+class QueueGauges(Collector):
+    """The cluster-wide queue gauges, read from the database when /metrics is scraped.
+
+    A collector rather than plain gauges: it exports nothing until an API process has refreshed
+    it, so a worker's metrics port never shows a queue depth or a database state it did not
+    measure. Refreshes happen at most once per ``min_interval_s`` (the route needs no key, so
+    scrapes must not become a load of their own).
+    """
+
+    def __init__(self, *, min_interval_s: float = 1.0, timeout_s: float = 2.0) -> None:
+        self._min_interval_s = min_interval_s
+        self._timeout_s = timeout_s
+        self._refreshed_at = float("-inf")
+        self._depth: QueueDepth | None = None
+        self._up: bool | None = None
+
+    async def refresh(self, queue: Queue) -> None:
+        now = time.monotonic()
+        if now - self._refreshed_at < self._min_interval_s:
+            return
+        self._refreshed_at = now  # before the await: concurrent scrapes do not query again
+        try:
+            async with asyncio.timeout(self._timeout_s):
+                self._depth = await queue.queue_depth()
+            self._up = True
+        except (DatabaseUnavailable, TimeoutError) as exc:
+            log.warning("queue gauges not refreshed: %s", exc)
+            self._up = False  # the depth keeps its last value; runq_database_up says it is stale
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(self._families(QueueDepth(pending=0, leased=0, oldest_pending_age_s=0.0), up=True))
+
+    def collect(self) -> Iterator[Metric]:
+        if self._up is None:
+            return iter(())
+        return iter(self._families(self._depth, up=self._up))
+
+    @staticmethod
+    def _families(depth: QueueDepth | None, *, up: bool) -> list[Metric]:
+        families: list[Metric] = [
+            GaugeMetricFamily("runq_database_up", "1 if the last queue-gauge refresh reached the database", value=int(up))
+        ]
+        if depth is not None:
+            by_status = GaugeMetricFamily(
+                "runq_queue_depth", "Runs waiting or running, by status (pending, leased)", labels=["status"]
+            )
+            by_status.add_metric([Status.PENDING.value], depth.pending)
+            by_status.add_metric([Status.LEASED.value], depth.leased)
+            families += [
+                by_status,
+                GaugeMetricFamily(
+                    "runq_oldest_pending_age_seconds",
+                    "How long the oldest runnable pending run has waited",
+                    value=depth.oldest_pending_age_s,
+                ),
+            ]
+        return families
+
+
+QUEUE_GAUGES = QueueGauges()
+REGISTRY.register(QUEUE_GAUGES)

@@ -12,6 +12,7 @@ from app.api.deps import RuntimeDep
 from app.api.problems import problems
 from app.api.schemas import Health
 from app.domain import DatabaseUnavailable
+from app.metrics import QUEUE_GAUGES
 
 router = APIRouter(tags=["operations"])
 
@@ -40,5 +41,6 @@ async def readyz(runtime: RuntimeDep) -> Health:
     response_class=Response,
     responses={200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}}}},
 )
-async def metrics() -> Response:
+async def metrics(runtime: RuntimeDep) -> Response:
+    await QUEUE_GAUGES.refresh(runtime.queue)
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
