@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import TextClause, text
+from sqlalchemy import Row, TextClause, text
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -629,13 +629,20 @@ class Queue:
             return []
         params = {"worker_id": worker_id, "limit": limit, "lease_s": self.lease_s}
         capped = await self._caps_apply()
+        rows: list[Row[Any]] = []
         async with self._tx() as conn:
             if capped:
                 await conn.execute(CLAIM_LOCK)
                 params |= {"default_cap": self.tenant_max_inflight, "scan": max(limit * 8, 64)}
-                rows = (await conn.execute(CLAIM_BATCH_CAPPED, params)).all()
+                # The window of candidates can hold only tenants that reach their cap within
+                # it (one tenant's backlog, say); look again, with those claims now counted,
+                # so a free slot goes to the next tenant in this round, not a later one.
+                while len(rows) < limit and (
+                    more := (await conn.execute(CLAIM_BATCH_CAPPED, params | {"limit": limit - len(rows)})).all()
+                ):
+                    rows += more
             else:
-                rows = (await conn.execute(CLAIM_BATCH, params)).all()
+                rows += (await conn.execute(CLAIM_BATCH, params)).all()
         return [
             Claim(run=_run(r), lease_id=r._mapping["lease_id"], resume_state=_loads(r._mapping["resume_state"]))
             for r in rows
