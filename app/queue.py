@@ -78,6 +78,7 @@ def _transition(
     from_: str = "",
     checkpoint: bool = False,
     notify_cancel: bool = False,
+    notify_runs: bool = False,
 ) -> TextClause:
     """One UPDATE of runs plus the events it appends (``:types``/``:datas``, then the outcome)."""
     extra = 1 if outcome else 0
@@ -92,6 +93,8 @@ def _transition(
         else ""
     )
     cancel = ", pg_notify('runq_cancel', t.id::text)" if notify_cancel else ""
+    # Runs that are claimable again wake idle workers at once instead of at their next poll.
+    cancel += ", pg_notify('runq_runs', '')" if notify_runs else ""
     return text(
         f"WITH {prelude}t AS ("
         f" UPDATE agent_runs SET {set_}, last_event_seq = last_event_seq + {n} + {extra}, updated_at = now()"
@@ -280,6 +283,7 @@ FINALIZE_CANCEL = _transition(
 RELEASE_IF_LEASED = _transition(
     where=FENCED,
     set_=_leave_lease("true", "make_interval()") + ", error_code = 'worker_shutdown', error_message = NULL",
+    notify_runs=True,
 )
 CANCEL_PENDING = _transition(
     where="id = :run_id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id) AND status = 'pending'",
@@ -298,6 +302,7 @@ REQUEUE = _transition(
     " finished_at = NULL, output = NULL, cancel_requested_at = NULL, cancel_reason = NULL,"
     " error_code = NULL, error_message = NULL, detached_at = NULL",
     outcome=False,
+    notify_runs=True,
 )
 # Expired leases: back to pending, or dead when attempts are used up, or cancelled when a
 # cancel was requested. FOR UPDATE SKIP LOCKED plus the caller's advisory lock: one reaper.
@@ -310,6 +315,7 @@ REAP_EXPIRED = _transition(
     + ", error_code = CASE WHEN cancel_requested_at IS NULL THEN 'lease_expired' ELSE error_code END,"
     " error_message = CASE WHEN cancel_requested_at IS NULL THEN 'the lease expired before the run finished'"
     " ELSE error_message END",
+    notify_runs=True,
 )
 _ABANDONED = (
     "abandoned AS (SELECT r.id AS abandoned_id FROM agent_runs r"

@@ -26,7 +26,9 @@ def create_engine(url: str, *, pool_size: int = 10, application_name: str = "run
         async_url(url),
         pool_size=pool_size,
         max_overflow=pool_size,
-        pool_pre_ping=True,
+        # No pre-ping: it doubles the round trips of every short transaction. A connection
+        # that died with the server fails once, SQLAlchemy then invalidates the whole pool,
+        # and callers see DatabaseUnavailable (503 / worker backoff) and retry.
         pool_recycle=1800,
         json_serializer=_dumps,
         connect_args={"server_settings": {"application_name": application_name}},
