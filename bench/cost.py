@@ -13,7 +13,10 @@ import json
 import time
 from typing import Any
 
-from app.db.engine import create_engine
+from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.pool import NullPool
+
+from app.db.engine import async_url, create_engine
 from app.queue import CLAIM_BATCH, Queue
 from bench import hot_updates
 from bench.procs import APP_NAME, children, connect, wait_for, wait_for_workers
@@ -130,8 +133,10 @@ async def _hot_delta(conn: Any, before: tuple[int, int], expected: int) -> float
 
 
 async def hot_ratio(server: BenchServer, *, rounds: int) -> dict[str, Any]:
+    """bench/hot_updates.py on its own database. Unpooled connections: a backend flushes its
+    table statistics when it exits, while an idle pooled one may hold them for 10 s."""
     async with server.database("cost_hot") as url:
-        engine = create_engine(url, application_name=APP_NAME)
+        engine = create_async_engine(async_url(url), poolclass=NullPool)
         try:
             return await hot_updates.compare(engine, rounds=rounds)
         finally:
@@ -141,28 +146,45 @@ async def hot_ratio(server: BenchServer, *, rounds: int) -> dict[str, Any]:
 async def claim_latency(
     server: BenchServer, *, pending: int, small: int, large: int, samples: int
 ) -> dict[str, Any]:
-    """``claim_batch(limit=1)`` round trips with ``small`` then ``large`` finished runs (three
-    events each, as real history has) in the table and ``pending`` runs waiting."""
-    async with server.database("cost_claim") as url:
-        engine = create_engine(url, pool_size=2, application_name=APP_NAME)
-        queue = Queue(engine)
-        try:
+    """``claim_batch(limit=1)`` round trips with ``small`` and ``large`` finished runs (three
+    events each, as real history has) beside ``pending`` waiting runs.
+
+    Two databases, one per history size, sampled alternately: a machine shared with other
+    work drifts in speed, and alternation lets both sizes see the same drift.
+    """
+    async with server.database("cost_claim_small") as small_url, server.database("cost_claim_large") as large_url:
+        load_s = {}
+        for url, finished in ((small_url, small), (large_url, large)):
+            started = time.perf_counter()
             async with connect(url) as conn:
                 await _load(conn, PENDING_ROWS, pending)
-                await _load(conn, FINISHED_ROWS, small)
-                first = await _claim_samples(conn, queue, samples)
-                started = time.perf_counter()
-                await _load(conn, FINISHED_ROWS, large - small)
-                load_s = time.perf_counter() - started
-                second = await _claim_samples(conn, queue, samples)
+                await _load(conn, FINISHED_ROWS, finished)
+            load_s[finished] = round(time.perf_counter() - started, 1)
+        engines = [create_engine(url, pool_size=2, application_name=APP_NAME) for url in (small_url, large_url)]
+        queues = [Queue(engine) for engine in engines]
+        latencies: tuple[list[float], list[float]] = ([], [])
+        try:
+            for i in range(samples):
+                for side in (i % 2, 1 - i % 2):
+                    started = time.perf_counter()
+                    (claim,) = await queues[side].claim_batch(worker_id="bench", limit=1)
+                    latencies[side].append(time.perf_counter() - started)
+                    await queues[side].complete(run_id=claim.run.id, lease_id=claim.lease_id, output={})
         finally:
-            await engine.dispose()
+            for engine in engines:
+                await engine.dispose()
+        plans = []
+        for url in (small_url, large_url):
+            async with connect(url) as conn:
+                plans.append(await _explain_claim(conn))
+    first, second = summary(latencies[0]), summary(latencies[1])
     return {
         "pending": pending,
-        f"finished_{small}": first,
-        f"finished_{large}": second,
-        "load_s": round(load_s, 1),
+        "small": {"finished": small, **first, **plans[0]},
+        "large": {"finished": large, **second, **plans[1]},
+        "load_s": load_s,
         "ratio_p50": round(second["p50_ms"] / first["p50_ms"], 3),
+        "ratio_server_execution": round(plans[1]["explain_execution_ms"] / plans[0]["explain_execution_ms"], 3),
     }
 
 
@@ -171,18 +193,6 @@ async def _load(conn: Any, statement: str, rows: int, *, chunk: int = 250_000) -
         await conn.execute(statement, min(chunk, rows - start))
     await conn.execute("VACUUM ANALYZE agent_runs")
     await conn.execute("VACUUM ANALYZE run_events")
-
-
-async def _claim_samples(conn: Any, queue: Queue, samples: int) -> dict[str, Any]:
-    plan = await _explain_claim(conn)
-    latencies = []
-    for _ in range(samples):
-        started = time.perf_counter()
-        (claim,) = await queue.claim_batch(worker_id="bench", limit=1)
-        latencies.append(time.perf_counter() - started)
-        await queue.complete(run_id=claim.run.id, lease_id=claim.lease_id, output={})
-    rows = await conn.fetchval("SELECT count(*) FROM agent_runs")
-    return {"rows": rows, **summary(latencies), **plan}
 
 
 async def _explain_claim(conn: Any) -> dict[str, Any]:

@@ -64,6 +64,7 @@ async def pgqueuer_drain(
                     ready=(n, IDLE_SESSIONS),
                     enqueue=enqueue,
                     remaining_sql="SELECT count(*) FROM pgqueuer",
+                    table="pgqueuer",
                     jobs=jobs,
                     timeout_s=max(60.0, jobs / 200),
                 )
@@ -93,6 +94,7 @@ async def procrastinate_drain(
                     env={},
                     enqueue=functools.partial(noop.batch_defer_async, *([{}] * jobs)),
                     remaining_sql="SELECT count(*) FROM procrastinate_jobs WHERE status IN ('todo', 'doing')",
+                    table="procrastinate_jobs",
                     jobs=jobs,
                     timeout_s=max(60.0, jobs / 100),
                 )

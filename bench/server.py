@@ -56,7 +56,7 @@ class BenchServer:
         root = Path(tempfile.mkdtemp(prefix="runq-bench-", dir="/tmp"))
         root.chmod(0o755)
         # A fixed port, so that a restart (see load_statement_stats) keeps the URL.
-        server = EmbeddedPostgres(root / "pgdata", port=_free_port(), database="postgres")
+        server = EmbeddedPostgres(root / "pgdata", port=free_port(), database="postgres")
         try:
             yield cls(server.start(), server)
         finally:
@@ -109,10 +109,11 @@ class BenchServer:
         try:
             yield url
         finally:
-            await self.drop(name)
+            if self.embedded is None:  # an embedded cluster is deleted whole at the end
+                await self.drop(name)
 
     async def close(self) -> None:
-        if self._template_ready:
+        if self._template_ready and self.embedded is None:
             await self.drop(TEMPLATE)
 
     async def load_statement_stats(self) -> bool:
@@ -144,7 +145,7 @@ class BenchServer:
         return {r["query"]: r["calls"] for r in rows}
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]

@@ -32,8 +32,9 @@ def worker_argv(concurrency: int) -> list[str]:
 
 
 def worker_env(url: str, **settings: str) -> dict[str, str]:
-    """The environment of a bench worker: its database, JSON logs off the terminal."""
-    return {"RUNQ_DATABASE_URL": url, "RUNQ_LOG_FORMAT": "json", **settings}
+    """The environment of a bench worker: its database, JSON logs (to a file), and no
+    shutdown grace, so that stopping a worker that still holds runs releases them at once."""
+    return {"RUNQ_DATABASE_URL": url, "RUNQ_LOG_FORMAT": "json", "RUNQ_SHUTDOWN_GRACE_S": "0", **settings}
 
 
 async def enqueue_backlog(url: str, runs: int, *, agent: str = "demo", input: dict[str, Any] = NOOP) -> None:
@@ -59,6 +60,7 @@ async def end_to_end(
                 ready=(n, WORKER_READY),
                 enqueue=lambda url=url: enqueue_backlog(url, runs),
                 remaining_sql=REMAINING,
+                table="agent_runs",
                 jobs=runs,
                 timeout_s=max(60.0, runs / 100),
             )

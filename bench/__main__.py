@@ -1,0 +1,244 @@
+"""``python -m bench [--smoke] [--only SECTION ...]``: every figure of issue 7 in one run, on one
+PostgreSQL server, printed as a table and written as JSON.
+
+The full run writes ``bench/results/latest.json``; ``--smoke`` runs every section with tiny
+counts (under a minute, for CI) and ``--only`` picks sections; both write elsewhere unless
+``--output`` says so, so a partial run never replaces the committed figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench import cost, create_rate, latency, peers, pgbench_raw, report, sse, throughput
+from bench.procs import ROOT
+from bench.server import BenchServer
+
+LATEST = ROOT / "bench" / "results" / "latest.json"
+
+
+@dataclass(frozen=True)
+class Profile:
+    e2e_runs: int = 20_000
+    e2e_processes: tuple[int, ...] = (1, 2, 4)
+    e2e_concurrency: int = 32
+    repository_runs: int = 5_000
+    peer_jobs: int = 20_000
+    peer_processes: tuple[int, ...] = (1, 2, 4)
+    procrastinate_processes: tuple[int, ...] = (2,)
+    pgbench_seconds: float = 10.0
+    pgbench_jobs: int = 200_000
+    pickup_samples: int = 500
+    sse_runs: int = 100
+    sse_per_run: int = 10
+    sse_steps: int = 10
+    sse_step_s: float = 0.5
+    create_seconds: float = 10.0
+    heartbeat_interval_s: float = 1.0
+    heartbeat_intervals: int = 10
+    hot_rounds: int = 200
+    claim_pending: int = 100_000
+    claim_small: int = 1_000
+    claim_large: int = 1_000_000
+    claim_samples: int = 300
+
+
+FULL = Profile()
+SMOKE = Profile(
+    e2e_runs=300,
+    e2e_processes=(1,),
+    repository_runs=200,
+    peer_jobs=300,
+    peer_processes=(1,),
+    procrastinate_processes=(1,),
+    pgbench_seconds=1.0,
+    pgbench_jobs=20_000,
+    pickup_samples=20,
+    sse_runs=5,
+    sse_per_run=4,
+    sse_steps=2,
+    sse_step_s=0.1,
+    create_seconds=1.0,
+    heartbeat_interval_s=0.2,
+    heartbeat_intervals=5,
+    hot_rounds=10,
+    claim_pending=2_000,
+    claim_small=100,
+    claim_large=5_000,
+    claim_samples=20,
+)
+
+Section = Callable[[BenchServer, Profile, dict[str, Any]], Awaitable[None]]
+
+
+async def _pgbench(server: BenchServer, p: Profile, out: dict[str, Any]) -> None:
+    out.setdefault("throughput", {})["raw_sql"] = await pgbench_raw.raw_claim_ack(
+        server, seconds=p.pgbench_seconds, jobs=p.pgbench_jobs
+    )
+
+
+async def _e2e(server: BenchServer, p: Profile, out: dict[str, Any]) -> None:
+    out.setdefault("throughput", {})["runq_e2e"] = await throughput.end_to_end(
+        server, runs=p.e2e_runs, processes=p.e2e_processes, concurrency=p.e2e_concurrency
+    )
+
+
+async def _repository(server: BenchServer, p: Profile, out: dict[str, Any]) -> None:
+    out.setdefault("throughput", {})["repository"] = await throughput.repository_layer(
+        server, runs=p.repository_runs
+    )
+
+
+async def _pgqueuer(server: BenchServer, p: Profile, out: dict[str, Any]) -> None:
+    out.setdefault("throughput", {})["pgqueuer"] = await peers.pgqueuer_drain(
+        server, jobs=p.peer_jobs, processes=p.peer_processes
+    )
+
+
+async def _procrastinate(server: BenchServer, p: Profile, out: dict[str, Any]) -> None:
+    out.setdefault("throughput", {})["procrastinate"] = await peers.procrastinate_drain(
+        server, jobs=p.peer_jobs, processes=p.procrastinate_processes
+    )
+
+
+async def _pickup(server: BenchServer, p: Profile, out: dict[str, Any]) -> None:
+    pickup = out.setdefault("pickup", {})
+    pickup["runq"] = await latency.pickup(server, samples=p.pickup_samples)
+    pickup["pgqueuer"] = await peers.pgqueuer_pickup(server, samples=p.pickup_samples)
+
+
+async def _sse(server: BenchServer, p: Profile, out: dict[str, Any]) -> None:
+    out["sse"] = await sse.fan_out(
+        server, runs=p.sse_runs, per_run=p.sse_per_run, steps=p.sse_steps, step_s=p.sse_step_s
+    )
+
+
+async def _create(server: BenchServer, p: Profile, out: dict[str, Any]) -> None:
+    out["create"] = await create_rate.create_rate(server, seconds=p.create_seconds)
+
+
+async def _cost(server: BenchServer, p: Profile, out: dict[str, Any]) -> None:
+    section = out.setdefault("cost", {})
+    timings = section.setdefault("timings_s", {})
+    started = time.monotonic()
+    # This may restart the embedded server to load pg_stat_statements: the section runs last.
+    statement_stats = await server.load_statement_stats()
+    timings["load_statement_stats"] = round(time.monotonic() - started, 1)
+    parts: dict[str, Callable[[], Awaitable[dict[str, Any]]]] = {
+        "heartbeat": lambda: cost.heartbeat_statements(
+            server,
+            interval_s=p.heartbeat_interval_s,
+            intervals=p.heartbeat_intervals,
+            statement_stats=statement_stats,
+        ),
+        "hot": lambda: cost.hot_ratio(server, rounds=p.hot_rounds),
+        "claim_latency": lambda: cost.claim_latency(
+            server, pending=p.claim_pending, small=p.claim_small, large=p.claim_large, samples=p.claim_samples
+        ),
+    }
+    for name, part in parts.items():
+        started = time.monotonic()
+        section[name] = await part()
+        timings[name] = round(time.monotonic() - started, 1)
+
+
+SECTIONS: dict[str, Section] = {
+    "pgbench": _pgbench,
+    "e2e": _e2e,
+    "repository": _repository,
+    "pgqueuer": _pgqueuer,
+    "procrastinate": _procrastinate,
+    "pickup": _pickup,
+    "sse": _sse,
+    "create": _create,
+    "cost": _cost,
+}
+
+
+def machine() -> dict[str, Any]:
+    cpuinfo = Path("/proc/cpuinfo").read_text()
+    model = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")), "?")
+    memory = next(line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal"))
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    return {
+        "nproc": os.cpu_count(),
+        "cpu_model": model,
+        "memory_gb": round(int(memory) / 1024 / 1024, 1),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "git_commit": commit.stdout.strip(),
+        "load_average_at_start": os.getloadavg(),
+    }
+
+
+async def run(profile: Profile, names: list[str], server: BenchServer) -> dict[str, Any]:
+    results: dict[str, Any] = {"meta": {"started_at": datetime.now(UTC).isoformat(timespec="seconds")}}
+    results["meta"]["machine"] = machine()
+    results["meta"]["server"] = await server.describe()
+    results["meta"]["profile"] = asdict(profile)
+    print(f"server: {results['meta']['server']['version']} ({server.source})", flush=True)
+    m = results["meta"]["machine"]
+    print(f"machine: {m['nproc']} cores, {m['cpu_model']}, {m['memory_gb']} GB, load {m['load_average_at_start']}")
+    errors = results.setdefault("errors", {})
+    started = time.monotonic()
+    for name in names:
+        section_started = time.monotonic()
+        print(f"== {name}", flush=True)
+        try:
+            await SECTIONS[name](server, profile, results)
+        except Exception as exc:
+            traceback.print_exc()
+            errors[name] = f"{type(exc).__name__}: {exc}"
+        results["meta"].setdefault("section_s", {})[name] = round(time.monotonic() - section_started, 1)
+    await server.close()
+    results["meta"]["duration_s"] = round(time.monotonic() - started, 1)
+    results["meta"]["load_average_at_end"] = os.getloadavg()
+    results["ratios"] = report.ratios(results)
+    results["targets"] = report.targets(results)
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--smoke", action="store_true", help="tiny counts, every section, < 1 minute")
+    parser.add_argument("--only", nargs="+", choices=list(SECTIONS), metavar="SECTION", help=", ".join(SECTIONS))
+    parser.add_argument("--output", type=Path, help="where to write the JSON results")
+    args = parser.parse_args()
+    names = args.only or list(SECTIONS)
+    names = [n for n in SECTIONS if n in names]  # cost last: it may restart the server
+    output = args.output or (
+        LATEST if not (args.smoke or args.only) else Path(tempfile.gettempdir()) / "runq-bench.json"
+    )
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # 1,000 SSE sockets, here and in the API
+    with BenchServer.open() as server:
+        results = asyncio.run(run(SMOKE if args.smoke else FULL, names, server))
+    results["meta"]["smoke"] = args.smoke
+    print()
+    print(report.table(results))
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    print(f"\nresults: {output} ({results['meta']['duration_s']} s)")
+    if results["errors"]:
+        print(f"sections that failed: {', '.join(results['errors'])}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""The printed table and the targets of issue 7, from the results dict the sections fill in."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+Row = tuple[str, str, str, str]  # metric, runq, peer / limit, ratio
+
+
+def _get(results: dict[str, Any], path: str) -> Any:
+    node: Any = results
+    for key in path.split("."):
+        if not isinstance(node, dict) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
+def _num(value: Any, fmt: str = "{:,.0f}") -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+def _ratio(a: Any, b: Any) -> str:
+    return f"{a / b:.2f}x" if a is not None and b else "-"
+
+
+def ratios(results: dict[str, Any]) -> dict[str, float]:
+    """runq / peer for throughput (higher is better) and pickup (lower is better)."""
+    e2e = _get(results, "throughput.runq_e2e.per_s")
+    pairs = {
+        "e2e_vs_pgqueuer": (e2e, _get(results, "throughput.pgqueuer.per_s")),
+        "e2e_vs_procrastinate": (e2e, _get(results, "throughput.procrastinate.per_s")),
+        "e2e_vs_raw_sql_best": (e2e, _get(results, "throughput.raw_sql.best_cycles_per_s")),
+        "repository_vs_pgqueuer": (
+            _get(results, "throughput.repository.complete_each.per_s"),
+            _get(results, "throughput.pgqueuer.per_s"),
+        ),
+        "pickup_p50_vs_pgqueuer": (
+            _get(results, "pickup.runq.p50_ms"),
+            _get(results, "pickup.pgqueuer.p50_ms"),
+        ),
+        "pickup_p99_vs_pgqueuer": (
+            _get(results, "pickup.runq.p99_ms"),
+            _get(results, "pickup.pgqueuer.p99_ms"),
+        ),
+    }
+    return {k: round(a / b, 3) for k, (a, b) in pairs.items() if a is not None and b}
+
+
+Check = tuple[str, str, Callable[[dict[str, Any]], bool | None]]
+
+
+def _le(path: str, limit: float) -> Callable[[dict[str, Any]], bool | None]:
+    return lambda r: None if _get(r, path) is None else _get(r, path) <= limit
+
+
+def _ge(path: str, limit: float) -> Callable[[dict[str, Any]], bool | None]:
+    return lambda r: None if _get(r, path) is None else _get(r, path) >= limit
+
+
+TARGETS: list[Check] = [
+    ("e2e runs/s >= 1.0x PgQueuer jobs/s", "ratios.e2e_vs_pgqueuer", _ge("ratios.e2e_vs_pgqueuer", 1.0)),
+    ("pickup p50 <= 3 ms", "pickup.runq.p50_ms", _le("pickup.runq.p50_ms", 3.0)),
+    ("pickup p99 <= 10 ms", "pickup.runq.p99_ms", _le("pickup.runq.p99_ms", 10.0)),
+    ("pickup p50 below PgQueuer's", "ratios.pickup_p50_vs_pgqueuer", _le("ratios.pickup_p50_vs_pgqueuer", 0.999)),
+    ("pickup p99 below PgQueuer's", "ratios.pickup_p99_vs_pgqueuer", _le("ratios.pickup_p99_vs_pgqueuer", 0.999)),
+    ("SSE p99 <= 50 ms at 1,000 subscribers", "sse.latency.p99_ms", _le("sse.latency.p99_ms", 50.0)),
+    ("API RSS <= 200 MB with 1,000 streams", "sse.api_rss_mb", _le("sse.api_rss_mb", 200.0)),
+    (
+        "1 heartbeat statement per worker per interval",
+        "cost.heartbeat.heartbeat_statements_per_interval",
+        _le("cost.heartbeat.heartbeat_statements_per_interval", 1.05),
+    ),
+    ("heartbeat HOT updates >= 90 %", "cost.hot.hot_ratio_shipped", _ge("cost.hot.hot_ratio_shipped", 0.9)),
+    (
+        "claim p50 at 1M finished <= 1.2x at 1k",
+        "cost.claim_latency.ratio_p50",
+        _le("cost.claim_latency.ratio_p50", 1.2),
+    ),
+]
+
+
+def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for name, path, check in TARGETS:
+        ok = check(results)
+        out.append({"target": name, "value": _get(results, path), "met": ok})
+    return out
+
+
+def table(results: dict[str, Any]) -> str:
+    r = results
+    pgq = _get(r, "throughput.pgqueuer.per_s")
+    rows: list[Row] = [
+        ("THROUGHPUT (no-op, 20k, runs|jobs/s)", "runq", "peer / limit", "runq/peer"),
+        ("runq e2e (worker processes) vs PgQueuer", _num(_get(r, "throughput.runq_e2e.per_s")), _num(pgq),
+         _ratio(_get(r, "throughput.runq_e2e.per_s"), pgq)),
+        ("runq e2e vs Procrastinate", _num(_get(r, "throughput.runq_e2e.per_s")),
+         _num(_get(r, "throughput.procrastinate.per_s")),
+         _ratio(_get(r, "throughput.runq_e2e.per_s"), _get(r, "throughput.procrastinate.per_s"))),
+        ("runq e2e vs raw SQL claim+ack (pgbench, best)", _num(_get(r, "throughput.runq_e2e.per_s")),
+         _num(_get(r, "throughput.raw_sql.best_cycles_per_s")),
+         _ratio(_get(r, "throughput.runq_e2e.per_s"), _get(r, "throughput.raw_sql.best_cycles_per_s"))),
+    ]
+    for variant in ("complete_each", "complete_many", "asyncpg_prepared"):
+        value = _get(r, f"throughput.repository.{variant}.per_s")
+        rows.append((f"repository layer: {variant} vs PgQueuer", _num(value), _num(pgq), _ratio(value, pgq)))
+    for level in _get(r, "throughput.raw_sql.by_clients") or []:
+        rows.append((f"raw SQL claim+ack, {level['clients']} clients", "", _num(level["cycles_per_s"]), ""))
+    rows += [
+        ("PICKUP (enqueue commit -> agent start, ms)", "", "", ""),
+        ("p50 vs PgQueuer", _num(_get(r, "pickup.runq.p50_ms"), "{:.2f}"),
+         _num(_get(r, "pickup.pgqueuer.p50_ms"), "{:.2f}"),
+         _ratio(_get(r, "pickup.runq.p50_ms"), _get(r, "pickup.pgqueuer.p50_ms"))),
+        ("p99 vs PgQueuer", _num(_get(r, "pickup.runq.p99_ms"), "{:.2f}"),
+         _num(_get(r, "pickup.pgqueuer.p99_ms"), "{:.2f}"),
+         _ratio(_get(r, "pickup.runq.p99_ms"), _get(r, "pickup.pgqueuer.p99_ms"))),
+        ("SSE FAN-OUT (one API process)", "", "", ""),
+        (f"subscribers: {_num(_get(r, 'sse.subscribers'))}; p50 / p99 ms",
+         f"{_num(_get(r, 'sse.latency.p50_ms'), '{:.1f}')} / {_num(_get(r, 'sse.latency.p99_ms'), '{:.1f}')}",
+         "<= 50 (p99)", ""),
+        ("events/s delivered; API RSS MB", f"{_num(_get(r, 'sse.events_per_s_delivered'))}; "
+         f"{_num(_get(r, 'sse.api_rss_mb'))}", "<= 200 MB", ""),
+        ("CREATE RATE: POST /runs req/s, 32 clients", _num(_get(r, "create.per_s")),
+         f"p99 {_num(_get(r, 'create.latency.p99_ms'), '{:.0f}')} ms", ""),
+        ("COST", "", "", ""),
+        ("heartbeat statements / interval (64 runs held)",
+         _num(_get(r, "cost.heartbeat.heartbeat_statements_per_interval"), "{:.2f}"), "<= 1", ""),
+        ("all worker SQL / round trips per interval",
+         f"{_num(_get(r, 'cost.heartbeat.sql_statements_per_interval'), '{:.1f}')} / "
+         f"{_num(_get(r, 'cost.heartbeat.round_trips_per_interval'), '{:.1f}')}", "", ""),
+        ("heartbeat HOT ratio (shipped / with locked_until index)",
+         _num(_get(r, "cost.hot.hot_ratio_shipped"), "{:.1%}"),
+         _num(_get(r, "cost.hot.hot_ratio_locked_until_index"), "{:.1%}"), ""),
+        (f"claim p50 ms, {_num(_get(r, 'cost.claim_latency.large.finished'))} vs "
+         f"{_num(_get(r, 'cost.claim_latency.small.finished'))} finished",
+         _num(_get(r, "cost.claim_latency.large.p50_ms"), "{:.2f}"),
+         _num(_get(r, "cost.claim_latency.small.p50_ms"), "{:.2f}"),
+         _num(_get(r, "cost.claim_latency.ratio_p50"), "{:.2f}x")),
+    ]
+    width = [max(len(row[i]) for row in rows) for i in range(4)]
+    lines = []
+    for row in rows:
+        heading = row[1:] == ("", "", "") or row[0].isupper()
+        if heading:
+            lines.append("")
+        lines.append("  ".join(cell.ljust(width[i]) if i == 0 else cell.rjust(width[i]) for i, cell in enumerate(row)))
+    lines.append("")
+    for t in results.get("targets", []):
+        mark = {True: "MET ", False: "MISS", None: "n/a "}[t["met"]]
+        lines.append(f"[{mark}] {t['target']}: {t['value']}")
+    return "\n".join(lines)

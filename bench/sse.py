@@ -1,0 +1,107 @@
+"""SSE fan-out: 1,000 subscribers (100 live runs x 10) on one API process.
+
+Every subscriber connects first and receives its run's replayed ``run.queued``; then the
+workers start and the runs emit their events live. Latency is event commit → frame
+received: the event's ``created_at`` (its transaction's ``now()``, a little before the commit,
+so the figure errs high) against ``time.time()`` when the frame's chunk arrived; one host,
+one clock. The API's resident memory is sampled throughout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+from app.db.engine import create_engine
+from app.queue import Queue
+from bench.api_server import TENANT, Api, running_api
+from bench.http import connection
+from bench.procs import APP_NAME, children, connect
+from bench.server import BenchServer
+from bench.stats import summary
+from bench.throughput import worker_argv, worker_env
+
+Receipt = tuple[uuid.UUID, int, float]
+
+
+async def fan_out(
+    server: BenchServer,
+    *,
+    runs: int = 100,
+    per_run: int = 10,
+    steps: int = 10,
+    step_s: float = 0.5,
+    workers: int = 2,
+) -> dict[str, Any]:
+    """``runs`` demo runs of ``steps`` steps (a tool.call and a tool.result per step)."""
+    async with server.database("sse") as url, running_api(url) as api:
+        engine = create_engine(url, pool_size=1, application_name=APP_NAME)
+        try:
+            ids = await Queue(engine).enqueue_many(
+                tenant_id=TENANT, agent="demo", inputs=[{"steps": steps, "step_s": step_s}] * runs
+            )
+        finally:
+            await engine.dispose()
+        receipts: list[Receipt] = []
+        replayed = asyncio.Semaphore(0)
+        streams = [
+            asyncio.create_task(_subscribe(api, run_id, receipts, replayed))
+            for run_id in ids
+            for _ in range(per_run)
+        ]
+        rss: list[float] = []
+        sampler = asyncio.create_task(_sample_rss(api, rss))
+        try:
+            connect_started = time.monotonic()
+            for _ in streams:
+                await asyncio.wait_for(replayed.acquire(), 120)
+            connect_s = time.monotonic() - connect_started
+            concurrency = -(-runs // workers)
+            async with children([worker_argv(concurrency)] * workers, env=worker_env(url)) as procs:
+                done, _ = await asyncio.wait(streams, timeout=steps * step_s + 120)
+                for child in procs:
+                    child.check()
+                if len(done) < len(streams):
+                    raise TimeoutError(f"{len(streams) - len(done)} streams did not end")
+                for task in done:
+                    task.result()
+            rss_now, rss_peak = api.rss_mb()
+        finally:
+            sampler.cancel()
+            for task in streams:
+                task.cancel()
+        async with connect(url) as conn:
+            rows = await conn.fetch("SELECT run_id, seq, extract(epoch FROM created_at) AS at FROM run_events")
+    committed = {(r["run_id"], r["seq"]): float(r["at"]) for r in rows}
+    live = [(run_id, seq, at) for run_id, seq, at in receipts if seq > 1]
+    latencies = [at - committed[(run_id, seq)] for run_id, seq, at in live]
+    span = max(at for *_, at in live) - min(at for *_, at in live)
+    expected = runs * per_run * (2 * steps + 3)
+    return {
+        "subscribers": runs * per_run,
+        "runs": runs,
+        "events_written": len(committed),
+        "frames_received": len(receipts),
+        "frames_expected": expected,
+        "latency": summary(latencies),
+        "events_per_s_delivered": round(len(live) / span, 1) if span else None,
+        "connect_s": round(connect_s, 2),
+        "api_rss_mb": round(max(rss, default=rss_now), 1),
+        "api_peak_rss_mb": round(rss_peak, 1),
+    }
+
+
+async def _subscribe(api: Api, run_id: uuid.UUID, receipts: list[Receipt], replayed: asyncio.Semaphore) -> None:
+    async with connection("127.0.0.1", api.port) as conn:
+        async for seq, at in conn.events(f"/runs/{run_id}/events", headers=api.auth):
+            receipts.append((run_id, seq, at))
+            if seq == 1:
+                replayed.release()
+
+
+async def _sample_rss(api: Api, into: list[float]) -> None:
+    while True:
+        into.append(api.rss_mb()[0])
+        await asyncio.sleep(0.2)
