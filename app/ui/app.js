@@ -1,6 +1,7 @@
 // Entry point: sign-in, the navigation bar and hash routing between the views.
 
 import { Api, ApiError, forgetKey, storedKey } from "./api.js";
+import { notice } from "./dom.js";
 import { mountDead } from "./views/dead.js";
 import { mountRun } from "./views/run.js";
 import { mountRuns } from "./views/runs.js";
@@ -46,7 +47,7 @@ function render() {
     else link.removeAttribute("aria-current");
   }
   if (admin && !api.isAdmin) {
-    view.append(Object.assign(document.createElement("p"), { className: "notice error", textContent: "This page needs an admin key." }));
+    view.append(notice("This page needs an admin key."));
     unmount = () => {};
     return;
   }

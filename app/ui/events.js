@@ -129,11 +129,9 @@ export class EventLog {
     tool.state.className = `tool-state ${isError ? "error" : "ok"}`;
     tool.state.textContent = isError ? "error" : "done";
     tool.details.classList.toggle("is-error", Boolean(isError));
-    tool.details.querySelector(".tool-body").append(
-      h("h4", {}, "Result"),
-      block(output ?? ""),
-      Object.keys(extra).length ? json(extra) : null,
-    );
+    const body = tool.details.querySelector(".tool-body");
+    body.append(h("h4", {}, "Result"), block(output ?? ""));
+    if (Object.keys(extra).length) body.append(json(extra));
   }
 
   retrying(seq, data) {

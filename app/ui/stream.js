@@ -12,7 +12,7 @@ const EVENT_TYPES = [
   "run.retrying", "run.cancel_requested", ...TERMINAL_EVENTS,
 ];
 const RETRY_MIN_MS = 500;
-const RETRY_MAX_MS = 10_000;
+const RETRY_MAX_MS = 5_000;
 
 export class RunStream {
   // onEvent({seq, type, data}) once per event, in seq order; onState("connecting" | "live" |
@@ -40,9 +40,18 @@ export class RunStream {
     this.#open();
   }
 
+  // The API answers again (the page's own polling saw it): skip the rest of the back-off.
+  resume() {
+    if (this.stopped || this.timer === null) return;
+    clearTimeout(this.timer);
+    this.timer = null;
+    this.#open();
+  }
+
   stop() {
     this.stopped = true;
     clearTimeout(this.timer);
+    this.timer = null;
     this.source?.close();
     this.source = null;
   }
@@ -94,6 +103,9 @@ export class RunStream {
     const delay = Math.min(RETRY_MAX_MS, RETRY_MIN_MS * 2 ** this.failures);
     this.failures += 1;
     this.onState("reconnecting", delay);
-    this.timer = setTimeout(() => this.#open(), delay);
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.#open();
+    }, delay);
   }
 }

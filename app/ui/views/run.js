@@ -32,6 +32,7 @@ export function mountRun(view, { api, route }) {
   const facts = h("dl", { class: "facts" });
   const payloads = h("div", { class: "payloads" });
   const streamState = h("span", { class: "stream-state", role: "status" });
+  const streamNote = h("div");
   const log = new EventLog();
 
   const stream = new RunStream(api, id, {
@@ -44,8 +45,9 @@ export function mountRun(view, { api, route }) {
       streamState.textContent = STREAM_STATES[state];
       if (state === "error") {
         streamError = detail;
+        // Stream tokens are per tenant: an admin key of another tenant reads the run, not its events.
         const otherTenant = api.isAdmin && run;
-        replace(message, notice(otherTenant ? `This run's events are readable with a key of tenant “${run.tenant_id}” only.` : `Event stream unavailable: ${detail}`, "info"));
+        replace(streamNote, notice(otherTenant ? `The events of this run are readable with a key of tenant “${run.tenant_id}” only.` : `Event stream unavailable: ${detail}`, "info"));
       }
     },
   });
@@ -81,6 +83,7 @@ export function mountRun(view, { api, route }) {
               act("Requeued: the run is pending again.", async () => {
                 await api.requeue(id);
                 streamError = null;
+                replace(streamNote);
               }),
           }, "Requeue")
         : null,
@@ -103,7 +106,7 @@ export function mountRun(view, { api, route }) {
       fact("Finished", run.finished_at ? ago(run.finished_at) : null),
       fact("Stop requested", run.cancel_requested_at ? ago(run.cancel_requested_at) : null),
       fact("Cancel reason", run.cancel_reason),
-      fact("Error", run.error_code ? h("span", {}, h("code", {}, run.error_code), run.error_message ? ` ${run.error_message}` : "") : null),
+      fact(run.status === "dead" ? "Error" : "Last error", run.error_code ? h("span", {}, h("code", {}, run.error_code), run.error_message ? ` ${run.error_message}` : "") : null),
       fact("Worker", run.locked_by ? h("code", {}, run.locked_by) : null),
       fact("Lease until", run.locked_until ? new Date(run.locked_until).toLocaleTimeString() : null),
     );
@@ -124,6 +127,7 @@ export function mountRun(view, { api, route }) {
       return;
     }
     render();
+    stream.resume();
     // A requeued run streams again from where the log stopped.
     if (!stream.running && !streamError && (!TERMINAL.has(run.status) || stream.lastSeq < run.last_event_seq)) {
       stream.start();
@@ -140,6 +144,7 @@ export function mountRun(view, { api, route }) {
       h("div", { class: "card" }, facts, payloads),
       h("section", { class: "events", "aria-labelledby": "events-title" },
         h("div", { class: "section-head" }, h("h2", { id: "events-title" }, "Events"), streamState),
+        streamNote,
         log.el,
       ),
     ),

@@ -1,0 +1,211 @@
+"""The operator UI end to end: a real browser, the API process, a worker running the demo agent."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from typing import Any
+
+import httpx
+from playwright.sync_api import Page, expect
+
+from tests.api_support import ROOT
+from tests.ui.conftest import PHONE, Keys, Tab, UiServer
+
+DOCS_SCREENSHOTS = ROOT / "docs" / "screenshots"
+RUN_URL = re.compile(r"#/runs/([0-9a-f-]{36})$")
+
+
+def create_run(client: httpx.Client, keys: Keys, **body: Any) -> dict[str, Any]:
+    response = client.post("/runs", json={"agent": "demo"} | body, headers=keys.headers(keys.tenant_key))
+    assert response.status_code == 201, response.text
+    run: dict[str, Any] = response.json()
+    return run
+
+
+def event_types(client: httpx.Client, keys: Keys, run_id: str) -> list[str]:
+    response = client.get(
+        f"/runs/{run_id}/events", headers=keys.headers(keys.tenant_key) | {"Accept": "application/json"}
+    )
+    return [event["type"] for event in response.json()["items"]]
+
+
+def status_badge(page: Page) -> Any:
+    return page.locator(".title-line .badge")
+
+
+def publish(shot: Any, name: str) -> None:
+    """Copy a screenshot into docs/ when asked to (RUNQ_UPDATE_SCREENSHOTS=1), so the committed
+    images change only on purpose."""
+    if os.environ.get("RUNQ_UPDATE_SCREENSHOTS") == "1":
+        DOCS_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(shot, DOCS_SCREENSHOTS / name)
+
+
+def test_sign_in_start_a_demo_run_and_watch_it_stream(tab_factory: Any, keys: Keys) -> None:
+    tab: Tab = tab_factory()
+    page = tab.page
+    page.goto(f"{tab.base_url}/ui")
+    page.get_by_label("API key").fill("rq_not-a-key")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("alert")).to_contain_text("unknown or revoked")
+
+    tab.sign_in(keys.tenant_key, "tenant")
+    expect(page.get_by_role("link", name="Workers")).to_be_hidden()
+    prompt = "Streaming from the browser test, one word at a time."
+    page.get_by_label("Prompt").fill(prompt)
+    page.get_by_label("Steps").fill("6")
+    page.get_by_label("Seconds per step").fill("0.4")
+    page.get_by_role("button", name="Start run").click()
+
+    expect(page).to_have_url(RUN_URL)
+    # The deltas arrive while the run is still stepping: the stream is live, not a replay.
+    expect(page.locator(".message-text")).to_have_text(prompt)
+    expect(page.locator(".marker-completed")).to_have_count(0)
+    expect(page.locator(".stream-state")).to_have_text("Live")
+    tab.shot("run-streaming")
+
+    expect(page.locator(".marker-completed")).to_be_visible()
+    expect(status_badge(page)).to_have_text("done")
+    expect(page.locator(".tool")).to_have_count(6)
+    expect(page.locator(".tool-state.ok")).to_have_count(6)
+    expect(page.locator(".stream-state")).to_have_text("Ended")
+    expect(page.get_by_role("button", name="Stop")).to_have_count(0)
+
+    page.locator(".tool summary").first.click()  # tool calls are folded: open one
+    expect(page.locator(".tool").first.locator(".tool-body")).to_contain_text("step 1 of 6 done")
+
+    match = RUN_URL.search(page.url)
+    assert match
+    page.get_by_role("link", name="← Runs").click()
+    expect(page.locator(f'tr[data-id="{match.group(1)}"] .badge')).to_have_text("done")
+
+
+def test_stop_a_running_run(tab_factory: Any, keys: Keys, api_client: httpx.Client) -> None:
+    run = create_run(api_client, keys, input={"prompt": "a long one", "steps": 200, "step_s": 0.2})
+    tab: Tab = tab_factory()
+    tab.sign_in(keys.tenant_key, "tenant")
+    tab.open_run(run["id"])
+    page = tab.page
+    expect(page.locator(".tool-state.ok").nth(1)).to_be_visible()
+    expect(status_badge(page)).to_have_text("leased")
+
+    page.get_by_role("button", name="Stop").click()
+    expect(status_badge(page)).to_have_text("cancelled")
+    expect(page.locator(".marker-cancel-requested")).to_contain_text("Stop requested (user)")
+    expect(page.locator(".marker-cancelled")).to_contain_text("Cancelled (user)")
+    expect(page.locator(".facts")).to_contain_text("user")
+    expect(page.get_by_role("button", name="Stop")).to_have_count(0)
+    assert event_types(api_client, keys, run["id"])[-1] == "run.cancelled"
+
+
+def test_admin_requeues_a_dead_run(tab_factory: Any, keys: Keys, api_client: httpx.Client) -> None:
+    run = create_run(api_client, keys, input={"prompt": "doomed", "steps": 1, "step_s": 0, "fatal": True})
+    admin: Tab = tab_factory()
+    admin.sign_in(keys.admin_key, "admin")
+    page = admin.page
+    page.get_by_role("link", name="Dead letters").click()
+    row = page.locator(f'tr[data-id="{run["id"]}"]')
+    expect(row).to_contain_text("fatal_error")
+    expect(row).to_contain_text(keys.tenant)
+    admin.shot("dead-letters")
+
+    row.get_by_role("button", name=re.compile("Requeue")).click()
+    expect(page.get_by_role("status").filter(has_text="Requeued run")).to_be_visible()
+
+    # The requeued run runs again (and, being fatal, dies again): a second execution in its log.
+    tenant: Tab = tab_factory()
+    tenant.sign_in(keys.tenant_key, "tenant")
+    tenant.open_run(run["id"])
+    expect(tenant.page.locator(".marker-queued")).to_have_count(2)
+    expect(tenant.page.locator(".marker-queued").nth(1)).to_have_text("Requeued — execution 2")
+    expect(tenant.page.locator(".marker-failed")).to_have_count(2)
+    expect(tenant.page.locator(".attempt")).to_have_count(2)
+    assert event_types(api_client, keys, run["id"]).count("run.queued") == 2
+
+    # The admin's runs list, filtered to that tenant, shows it with its worker fields' columns.
+    page.get_by_role("link", name="Runs", exact=True).click()
+    page.get_by_label("Tenant").fill(keys.tenant)
+    page.get_by_role("button", name="Filter").click()
+    expect(page.locator(f'tr[data-id="{run["id"]}"]')).to_contain_text("dead")
+    expect(page.locator("table.data tbody tr td:nth-child(2)").first).to_have_text(keys.tenant)
+
+
+def test_admin_sees_workers_and_queue_stats(
+    tab_factory: Any, keys: Keys, api_client: httpx.Client
+) -> None:
+    run = create_run(api_client, keys, input={"steps": 200, "step_s": 0.2})
+    admin: Tab = tab_factory()
+    admin.sign_in(keys.admin_key, "admin")
+    page = admin.page
+    try:
+        page.get_by_role("link", name="Workers").click()
+        lease = page.locator(f'a[href="#/runs/{run["id"]}"]')
+        expect(lease).to_be_visible()
+        expect(page.locator("article.worker").filter(has=lease)).to_contain_text(keys.tenant)
+        admin.shot("workers")
+
+        page.get_by_role("link", name="Stats").click()
+        expect(page.locator('[data-stat="leased"] .tile-value')).not_to_have_text("0")
+        expect(page.get_by_role("table")).to_contain_text(keys.tenant)
+        admin.shot("stats")
+    finally:
+        api_client.post(f"/runs/{run['id']}/cancel", headers=keys.headers(keys.tenant_key))
+
+
+def test_stream_resumes_after_the_api_crashes(
+    tab_factory: Any, keys: Keys, api_client: httpx.Client, server: UiServer
+) -> None:
+    steps = 12
+    run = create_run(api_client, keys, input={"prompt": "resume me", "steps": steps, "step_s": 0.4})
+    tab: Tab = tab_factory()
+    tab.sign_in(keys.tenant_key, "tenant")
+    tab.open_run(run["id"])
+    page = tab.page
+    # Past the token's 2 s lifetime, so the reconnect cannot reuse the first stream's token.
+    expect(page.locator(".tool-state.ok").nth(5)).to_be_visible()
+
+    server.crash_and_restart()
+
+    expect(page.locator(".marker-completed")).to_be_visible(timeout=30_000)
+    expect(page.locator(".stream-state")).to_have_text("Ended")
+    # Nothing lost, nothing shown twice: one message, one fold per step, the log up to the end.
+    expect(page.locator(".message-text")).to_have_text("resume me")
+    expect(page.locator(".tool")).to_have_count(steps)
+    last_seq = api_client.get(f"/runs/{run['id']}", headers=keys.headers(keys.tenant_key)).json()[
+        "last_event_seq"
+    ]
+    expect(page.locator(".event-log")).to_have_attribute("data-last-seq", str(last_seq))
+
+
+def test_screenshots_of_a_run_and_the_phone_layout(
+    tab_factory: Any, keys: Keys, api_client: httpx.Client
+) -> None:
+    run = create_run(
+        api_client,
+        keys,
+        input={
+            "prompt": "Summarise the open incidents, then check each service's health endpoint.",
+            "steps": 3,
+            "step_s": 0.3,
+            "fail_attempts": 1,
+        },
+    )
+    tab: Tab = tab_factory()
+    tab.sign_in(keys.tenant_key, "tenant")
+    tab.open_run(run["id"])
+    page = tab.page
+    expect(page.locator(".marker-completed")).to_be_visible()
+    expect(page.locator(".attempt")).to_have_count(2)  # attempt 1 failed and was retried
+    expect(page.locator(".marker-retrying")).to_contain_text("Attempt failed, retrying")
+    page.locator(".tool summary").first.click()
+    publish(tab.shot("run"), "run.png")
+
+    phone: Tab = tab_factory(viewport=PHONE)
+    phone.sign_in(keys.tenant_key, "tenant")
+    expect(phone.page.locator('.chip[data-status="done"] .chip-count')).not_to_have_text("0")
+    publish(phone.shot("runs-phone"), "runs-phone.png")
+    phone.open_run(run["id"])
+    expect(phone.page.locator(".marker-completed")).to_be_visible()
+    publish(phone.shot("run-phone"), "run-phone.png")
