@@ -347,6 +347,13 @@ READ_EVENTS = text(
     " WHERE run_id = :run_id AND seq > :after ORDER BY seq LIMIT :limit"
 )
 GET_EFFECT = text("SELECT result FROM run_effects WHERE run_id = :run_id AND key = :key")
+# New events of many runs after each run's own cursor, in one statement: what a process that
+# fans one LISTEN out to many streams needs to read once per wake-up, not once per stream.
+READ_EVENTS_MANY = text(
+    "SELECT e.run_id, e.seq, e.type, e.data, e.attempt, e.created_at"
+    " FROM unnest(CAST(:run_ids AS uuid[]), CAST(:afters AS int[])) AS c(run_id, after)"
+    " JOIN run_events e ON e.run_id = c.run_id AND e.seq > c.after ORDER BY e.run_id, e.seq"
+)
 RECORD_EFFECT = text(
     "INSERT INTO run_effects (run_id, key, result, attempt)"
     f" SELECT id, :key, CAST(:result AS jsonb), attempts FROM agent_runs WHERE {FENCED}"
@@ -786,6 +793,20 @@ class Queue:
     async def release(self, *, run_id: uuid.UUID, lease_id: uuid.UUID, events: NewEvents = ()) -> Run:
         """Graceful shutdown: back to ``pending``, available at once, for another worker."""
         return await self._fenced(RELEASE_IF_LEASED, (run_id, lease_id), aging_s=self.aging_s, **_events(events))
+
+    async def read_events_many(self, cursors: Mapping[uuid.UUID, int]) -> dict[uuid.UUID, list[Event]]:
+        """``read_events`` for many runs at once: each run's events after its cursor, in order."""
+        if not cursors:
+            return {}
+        params = {"run_ids": list(cursors), "afters": list(cursors.values())}
+        async with self._tx() as conn:
+            rows = (await conn.execute(READ_EVENTS_MANY, params)).all()
+        events: dict[uuid.UUID, list[Event]] = {run_id: [] for run_id in cursors}
+        for r in rows:
+            events[r.run_id].append(
+                Event(seq=r.seq, type=r.type, data=_loads(r.data), attempt=r.attempt, created_at=r.created_at)
+            )
+        return events
 
     async def find_effect(self, *, run_id: uuid.UUID, key: str) -> tuple[bool, Any]:
         """``(found, result)`` from the effect ledger."""
