@@ -46,18 +46,21 @@ class Heartbeat:
         self._interval_s = interval_s
         self._lock = threading.Lock()
         self._held: dict[uuid.UUID, LeaseHolder] = {}
+        self._renewed_at: dict[uuid.UUID, float] = {}  # monotonic time of the last renewal
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
 
     def hold(self, run_id: uuid.UUID, holder: LeaseHolder) -> None:
         with self._lock:
             self._held[run_id] = holder
+            self._renewed_at[run_id] = time.monotonic()
 
     def drop(self, run_id: uuid.UUID, holder: LeaseHolder) -> None:
         """Stop renewing ``holder``'s lease (not a newer claim of the same run)."""
         with self._lock:
             if self._held.get(run_id) is holder:
                 del self._held[run_id]
+                del self._renewed_at[run_id]
 
     def __enter__(self) -> Heartbeat:
         # The thread inherits the caller's log fields (worker_id).
@@ -97,16 +100,30 @@ class Heartbeat:
         started = time.perf_counter()
         try:
             check = await queue.renew_leases({run_id: h.lease_id for run_id, h in held.items()})
-        except DatabaseUnavailable as exc:
-            # The runs go on; if the database stays away past the lease, the reaper hands them
-            # to others and the next renewal that gets through reports them lost.
-            log.warning("lease renewal failed: %s", exc)
-            return
-        except Exception:
-            log.exception("lease renewal failed")
+        except Exception as exc:
+            # A short outage costs nothing: the runs go on. But once a lease may have expired
+            # unrenewed, another worker may hold the run: stop it, as if the lease were lost.
+            if isinstance(exc, DatabaseUnavailable):
+                log.warning("lease renewal failed: %s", exc)
+            else:
+                log.exception("lease renewal failed")
+            self._expire_unrenewed(held)
             return
         HEARTBEAT_DURATION.observe(time.perf_counter() - started)
+        renewed_at = time.monotonic()
+        with self._lock:
+            for run_id in held.keys() - check.lost:
+                if run_id in self._renewed_at:
+                    self._renewed_at[run_id] = renewed_at
         for run_id in check.lost:
             held[run_id].lease_lost()
         for run_id in check.cancel_requested - check.lost:
             held[run_id].cancel_requested()
+
+    def _expire_unrenewed(self, held: dict[uuid.UUID, LeaseHolder]) -> None:
+        # Renewals start before the agent's first write and keep the margin of one interval.
+        deadline = time.monotonic() - (self._lease_s - self._interval_s)
+        with self._lock:
+            expired = [run_id for run_id in held if self._renewed_at.get(run_id, deadline) < deadline]
+        for run_id in expired:
+            held[run_id].lease_lost()
