@@ -131,7 +131,8 @@ export class EventLog {
     tool.details.classList.toggle("is-error", Boolean(isError));
     const body = tool.details.querySelector(".tool-body");
     body.append(h("h4", {}, "Result"), block(output ?? ""));
-    if (Object.keys(extra).length) body.append(json(extra));
+    const fields = Object.entries(extra).map(([key, value]) => h("code", {}, `${key}: ${JSON.stringify(value)}`));
+    if (fields.length) body.append(h("p", { class: "tool-extra" }, fields));
   }
 
   retrying(seq, data) {

@@ -186,6 +186,7 @@ class Tab:
     def shot(self, name: str) -> Path:
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         path = ARTIFACTS / f"{name}.png"
+        self.page.evaluate("window.scrollTo(0, 0)")  # the sticky top bar belongs at the top
         self.page.screenshot(path=path, full_page=True)
         return path
 

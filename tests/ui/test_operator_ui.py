@@ -189,6 +189,7 @@ def test_screenshots_of_a_run_and_the_phone_layout(
             "prompt": "Summarise the open incidents, then check each service's health endpoint.",
             "steps": 3,
             "step_s": 0.3,
+            "shell": "echo 'api: ok  worker: ok  postgres: ok'",
             "fail_attempts": 1,
         },
     )
@@ -199,7 +200,12 @@ def test_screenshots_of_a_run_and_the_phone_layout(
     expect(page.locator(".marker-completed")).to_be_visible()
     expect(page.locator(".attempt")).to_have_count(2)  # attempt 1 failed and was retried
     expect(page.locator(".marker-retrying")).to_contain_text("Attempt failed, retrying")
-    page.locator(".tool summary").first.click()
+    # The retry resumed after the checkpointed steps: attempt 2 only runs the shell tool again.
+    shell = page.locator(".attempt").nth(1).locator(".tool")
+    expect(shell.locator(".tool-name")).to_have_text("shell")
+    shell.locator("summary").click()
+    expect(shell.locator(".tool-body")).to_contain_text("postgres: ok")
+    page.locator(".marker-completed summary").click()
     publish(tab.shot("run"), "run.png")
 
     phone: Tab = tab_factory(viewport=PHONE)

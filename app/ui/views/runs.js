@@ -121,7 +121,8 @@ export function mountRuns(view, { api, route, navigate }) {
       { label: "Attempts", cell: (r) => `${r.attempts} / ${r.max_attempts}`, class: "num" },
       { label: "Created", cell: (r) => ago(r.created_at) },
       { label: "Finished", cell: (r) => ago(r.finished_at) },
-      { label: "Error", cell: (r) => (r.error_code ? h("code", {}, r.error_code) : "") },
+      // A done run may keep the code of a failed attempt; only dead and retrying runs show theirs.
+      { label: "Error", cell: (r) => (r.error_code && ["dead", "pending"].includes(r.status) ? h("code", {}, r.error_code) : "") },
     ].filter(Boolean);
     const empty = status ? `No ${status} runs.` : "No runs yet: start a demo run above.";
     keepFocus(list, () => replace(list, table(columns, page.items, { caption: "Runs, newest first", empty })));
