@@ -108,8 +108,8 @@ async def _counters(server: BenchServer, conn: Any, statement_stats: bool) -> di
         await conn.fetchrow("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'agent_runs'")
     )
     if statement_stats:
-        calls = await server.statement_calls(await conn.fetchval("SELECT current_database()"))
-        out["calls"] = {q: n for q, n in calls.items() if "pg_stat" not in q and "current_database" not in q}
+        stats = await server.statement_stats(await conn.fetchval("SELECT current_database()"))
+        out["calls"] = {q: n for q, (n, _) in stats.items() if "pg_stat" not in q and "current_database" not in q}
     else:
         out["commits"] = await conn.fetchval(
             "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"

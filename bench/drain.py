@@ -15,10 +15,14 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from sqlalchemy.engine import make_url
+
 from bench.procs import LISTENING, children, connect, machine_busy_s, wait_for, wait_for_workers
+from bench.server import BenchServer
 
 
 async def timed_drain(
+    server: BenchServer,
     url: str,
     *,
     workers: Sequence[Sequence[str]],
@@ -34,9 +38,11 @@ async def timed_drain(
     ``ready`` is how many worker sessions must match which condition (default: one LISTEN
     session per worker process)."""
     count, sessions = ready or (len(workers), LISTENING)
+    database = make_url(url).database or ""
     async with children(workers, env=env) as procs, connect(url) as conn:
         await wait_for_workers(url, count, sessions=sessions, watch=procs)
         cpu_before = sum(p.cpu_s() for p in procs)
+        stats_before = await server.statement_stats(database)
         await enqueue()
         t0, busy0 = time.time(), machine_busy_s()
         await conn.execute(f"ANALYZE {table}")
@@ -44,17 +50,45 @@ async def timed_drain(
         async def drained() -> bool:
             return bool(await conn.fetchval(remaining_sql) == 0)
 
-        t_end = await wait_for(drained, timeout_s=timeout_s, what="the backlog to drain", watch=procs)
+        t_end = await wait_for(
+            drained, timeout_s=timeout_s, what="the backlog to drain", watch=procs, every_s=0.1
+        )
         busy = machine_busy_s() - busy0
         worker_cpu = sum(p.cpu_s() for p in procs) - cpu_before
+        stats = _per_job(stats_before, await server.statement_stats(database), jobs, mine=remaining_sql)
     seconds = t_end - t0
     return {
         "jobs": jobs,
         "processes": len(workers),
         "seconds": round(seconds, 3),
         "per_s": round(jobs / seconds, 1),
-        "worker_cpu_s": round(worker_cpu, 2),
+        "worker_cpu_ms_per_job": round(worker_cpu / jobs * 1000, 3),
         "machine_cpu_s": round(busy, 2),
+        **stats,
+    }
+
+
+def _per_job(
+    before: Mapping[str, tuple[int, float]], after: Mapping[str, tuple[int, float]], jobs: int, *, mine: str
+) -> dict[str, Any]:
+    """Statements (BEGIN and COMMIT included: each is a round trip) and server execution time
+    per job, from pg_stat_statements, without the bench's own polling and ANALYZE."""
+    if not after:
+        return {}
+    ours = (mine.split(" WHERE")[0], "ANALYZE")
+    delta = {
+        q: (n - before.get(q, (0, 0.0))[0], ms - before.get(q, (0, 0.0))[1])
+        for q, (n, ms) in after.items()
+        if not q.startswith(ours)
+    }
+    top = sorted(delta.items(), key=lambda kv: -kv[1][1])[:5]
+    return {
+        "statements_per_job": round(sum(n for n, _ in delta.values()) / jobs, 2),
+        "server_exec_ms_per_job": round(sum(ms for _, ms in delta.values()) / jobs, 3),
+        "top_statements": [
+            {"per_job": round(n / jobs, 3), "ms_per_job": round(ms / jobs, 3), "query": " ".join(q.split())[:90]}
+            for q, (n, ms) in top
+        ],
     }
 
 

@@ -58,6 +58,7 @@ async def pgqueuer_drain(
                     await queries.enqueue(["noop"] * jobs, [None] * jobs, [0] * jobs)
 
                 result = await timed_drain(
+                    server,
                     url,
                     workers=[_pgqueuer_argv(dsn, batch_size=batch_size)] * n,
                     env={},
@@ -89,6 +90,7 @@ async def procrastinate_drain(
 
                 argv = [PYTHON, "-m", "bench.peer_workers", "procrastinate", "--dsn", dsn]
                 result = await timed_drain(
+                    server,
                     url,
                     workers=[[*argv, "--concurrency", str(concurrency)]] * n,
                     env={},

@@ -44,6 +44,7 @@ class BenchServer:
         self.url = url
         self.embedded = embedded
         self._template_ready = False
+        self.statement_stats_loaded = False
 
     @classmethod
     @contextmanager
@@ -119,9 +120,11 @@ class BenchServer:
     async def load_statement_stats(self) -> bool:
         """Make ``pg_stat_statements`` usable, restarting the embedded server if it must.
 
-        It needs ``shared_preload_libraries``: an external server either has it or the cost
-        section falls back to transaction counts. The embedded one is restarted with it on the
-        same data dir and port (ALTER SYSTEM; the restart resets the server's statistics).
+        It needs ``shared_preload_libraries``: an external server either has it or the bench
+        does without (the cost section then counts transactions). The embedded one is
+        restarted with it before any section runs (ALTER SYSTEM, same data dir and port): it
+        is what tells, per queue, how many statements a job takes and where the server's time
+        goes, and most managed PostgreSQL services run with it loaded.
         """
         loaded = (await self.admin("SHOW shared_preload_libraries"))[0][0]
         if "pg_stat_statements" not in loaded:
@@ -133,16 +136,20 @@ class BenchServer:
             self.embedded.stop()
             self.url = self.embedded.start()
         await self.admin("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        self.statement_stats_loaded = True
         return True
 
-    async def statement_calls(self, database: str) -> dict[str, int]:
-        """Calls per normalised statement on one database, from ``pg_stat_statements``."""
+    async def statement_stats(self, database: str) -> dict[str, tuple[int, float]]:
+        """``(calls, total execution ms)`` per normalised statement on one database, from
+        ``pg_stat_statements`` (empty when it is not loaded)."""
+        if not self.statement_stats_loaded:
+            return {}
         rows = await self.admin(
-            "SELECT query, calls FROM pg_stat_statements"
+            "SELECT query, calls, total_exec_time FROM pg_stat_statements"
             " WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1)",
             database,
         )
-        return {r["query"]: r["calls"] for r in rows}
+        return {r["query"]: (r["calls"], r["total_exec_time"]) for r in rows}
 
 
 def free_port() -> int:

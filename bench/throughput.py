@@ -54,6 +54,7 @@ async def end_to_end(
     for n in processes:
         async with server.database("e2e") as url:
             result = await timed_drain(
+                server,
                 url,
                 workers=[worker_argv(concurrency)] * n,
                 env=worker_env(url),
