@@ -28,7 +28,7 @@ function parseHash() {
   return { name: ROUTES[name] ? name : "runs", id, params: new URLSearchParams(search) };
 }
 
-export function navigate(hash) {
+function navigate(hash) {
   if (location.hash === hash) render();
   else location.hash = hash;
 }

@@ -4,6 +4,19 @@
 import { h, json } from "./dom.js";
 
 const TOOL_ARGS_PREVIEW = 80;
+const RENDERERS = {
+  "run.queued": "queued",
+  "run.started": "started",
+  "message.delta": "delta",
+  "message.completed": "completed",
+  "tool.call": "toolCall",
+  "tool.result": "toolResult",
+  "run.retrying": "retrying",
+  "run.cancel_requested": "cancelRequested",
+  "run.completed": "runCompleted",
+  "run.failed": "runFailed",
+  "run.cancelled": "runCancelled",
+};
 
 function preview(value) {
   const text = typeof value === "string" ? value : JSON.stringify(value);
@@ -25,24 +38,7 @@ export class EventLog {
 
   add({ seq, type, data }) {
     this.el.dataset.lastSeq = String(seq);
-    const render = this.renderers[type] ?? this.unknown;
-    render.call(this, seq, data, type);
-  }
-
-  get renderers() {
-    return {
-      "run.queued": this.queued,
-      "run.started": this.started,
-      "message.delta": this.delta,
-      "message.completed": this.completed,
-      "tool.call": this.toolCall,
-      "tool.result": this.toolResult,
-      "run.retrying": this.retrying,
-      "run.cancel_requested": this.cancelRequested,
-      "run.completed": this.runCompleted,
-      "run.failed": this.runFailed,
-      "run.cancelled": this.runCancelled,
-    };
+    this[RENDERERS[type] ?? "unknown"](seq, data, type);
   }
 
   // Lines go into the open attempt, or between attempts when none is open.
@@ -73,6 +69,7 @@ export class EventLog {
 
   started(seq, data) {
     this.#closeAttempt();
+    this.tools = new Map(); // tool call ids are per attempt (a retry may reuse them)
     const list = h("ol", { class: "attempt-events" });
     const label = `Attempt ${data.attempt}`;
     this.el.append(

@@ -6,7 +6,7 @@
 
 import { ApiError } from "./api.js";
 
-export const TERMINAL_EVENTS = new Set(["run.completed", "run.failed", "run.cancelled"]);
+const TERMINAL_EVENTS = new Set(["run.completed", "run.failed", "run.cancelled"]);
 const EVENT_TYPES = [
   "run.queued", "run.started", "message.delta", "message.completed", "tool.call", "tool.result",
   "run.retrying", "run.cancel_requested", ...TERMINAL_EVENTS,

@@ -55,8 +55,8 @@ def test_sign_in_start_a_demo_run_and_watch_it_stream(tab_factory: Any, keys: Ke
     expect(page.get_by_role("link", name="Workers")).to_be_hidden()
     prompt = "Streaming from the browser test, one word at a time."
     page.get_by_label("Prompt").fill(prompt)
-    page.get_by_label("Steps").fill("6")
-    page.get_by_label("Seconds per step").fill("0.4")
+    page.get_by_label("Steps").fill("8")
+    page.get_by_label("Seconds per step").fill("0.5")
     page.get_by_role("button", name="Start run").click()
 
     expect(page).to_have_url(RUN_URL)
@@ -68,13 +68,13 @@ def test_sign_in_start_a_demo_run_and_watch_it_stream(tab_factory: Any, keys: Ke
 
     expect(page.locator(".marker-completed")).to_be_visible()
     expect(status_badge(page)).to_have_text("done")
-    expect(page.locator(".tool")).to_have_count(6)
-    expect(page.locator(".tool-state.ok")).to_have_count(6)
+    expect(page.locator(".tool")).to_have_count(8)
+    expect(page.locator(".tool-state.ok")).to_have_count(8)
     expect(page.locator(".stream-state")).to_have_text("Ended")
     expect(page.get_by_role("button", name="Stop")).to_have_count(0)
 
     page.locator(".tool summary").first.click()  # tool calls are folded: open one
-    expect(page.locator(".tool").first.locator(".tool-body")).to_contain_text("step 1 of 6 done")
+    expect(page.locator(".tool").first.locator(".tool-body")).to_contain_text("step 1 of 8 done")
 
     match = RUN_URL.search(page.url)
     assert match
@@ -130,6 +130,27 @@ def test_admin_requeues_a_dead_run(tab_factory: Any, keys: Keys, api_client: htt
     page.get_by_role("button", name="Filter").click()
     expect(page.locator(f'tr[data-id="{run["id"]}"]')).to_contain_text("dead")
     expect(page.locator("table.data tbody tr td:nth-child(2)").first).to_have_text(keys.tenant)
+
+
+def test_admin_requeues_from_the_run_page(tab_factory: Any, keys: Keys, api_client: httpx.Client) -> None:
+    """The admin's own tenant's run: its page follows the log into the new execution."""
+    response = api_client.post(
+        "/runs",
+        json={"agent": "demo", "input": {"steps": 0, "fatal": True}},
+        headers=keys.headers(keys.admin_key),
+    )
+    run_id = response.json()["id"]
+    admin: Tab = tab_factory()
+    admin.sign_in(keys.admin_key, "admin")
+    admin.open_run(run_id)
+    page = admin.page
+    expect(page.locator(".marker-failed")).to_contain_text("fatal_error")
+    expect(page.locator(".stream-state")).to_have_text("Ended")
+
+    page.get_by_role("button", name="Requeue").click()
+    expect(page.locator(".marker-queued").nth(1)).to_have_text("Requeued — execution 2")
+    expect(page.locator(".marker-failed")).to_have_count(2)
+    expect(status_badge(page)).to_have_text("dead")
 
 
 def test_admin_sees_workers_and_queue_stats(

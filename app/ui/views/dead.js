@@ -1,7 +1,7 @@
 // Dead letters: runs that ended `dead`, with their error codes; admins can requeue them.
 
 import { ApiError } from "../api.js";
-import { ago, h, keepFocus, notice, replace } from "../dom.js";
+import { ago, h, keepFocus, notice, replace, shortId } from "../dom.js";
 import { autoRefresh } from "./refresh.js";
 import { runLink } from "./runs.js";
 import { table } from "./table.js";
@@ -16,9 +16,9 @@ export function mountDead(view, { api }) {
   async function requeue(run) {
     try {
       await api.requeue(run.id);
-      replace(message, notice(`Requeued run ${run.id.slice(0, 8)}: it is pending again.`, "ok"));
+      replace(message, notice(`Requeued run ${shortId(run.id)}: it is pending again.`, "ok"));
     } catch (e) {
-      replace(message, notice(`Could not requeue ${run.id.slice(0, 8)}: ${e.message}`));
+      replace(message, notice(`Could not requeue ${shortId(run.id)}: ${e.message}`));
     }
     await refresh.now();
   }
@@ -35,7 +35,7 @@ export function mountDead(view, { api }) {
       ? {
           label: "Action",
           cell: (r) =>
-            h("button", { type: "button", class: "button small", "aria-label": `Requeue run ${r.id.slice(0, 8)}`, dataset: { focusKey: `requeue-${r.id}` }, onclick: () => requeue(r) }, "Requeue"),
+            h("button", { type: "button", class: "button small", "aria-label": `Requeue run ${shortId(r.id)}`, dataset: { focusKey: `requeue-${r.id}` }, onclick: () => requeue(r) }, "Requeue"),
         }
       : null,
   ].filter(Boolean);

@@ -1,7 +1,7 @@
 // One run: its facts, Stop and (for admins) Requeue, and its live event stream.
 
 import { ApiError } from "../api.js";
-import { ago, h, json, notice, replace, statusBadge } from "../dom.js";
+import { ago, h, json, notice, replace, shortId, statusBadge } from "../dom.js";
 import { EventLog } from "../events.js";
 import { RunStream } from "../stream.js";
 import { autoRefresh } from "./refresh.js";
@@ -91,7 +91,7 @@ export function mountRun(view, { api, route }) {
   }
 
   function render() {
-    title.replaceChildren("Run ", h("span", { class: "mono" }, id.slice(0, 8)));
+    title.replaceChildren("Run ", h("span", { class: "mono" }, shortId(id)));
     replace(badge, statusBadge(run.status));
     renderActions();
     replace(

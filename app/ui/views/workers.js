@@ -1,6 +1,6 @@
 // Workers and their live leases (admins only). A worker with no lease is idle and not listed.
 
-import { ago, duration, h, notice, replace } from "../dom.js";
+import { ago, duration, h, notice, replace, shortId } from "../dom.js";
 import { autoRefresh } from "./refresh.js";
 import { table } from "./table.js";
 
@@ -14,7 +14,7 @@ function leaseLeft(iso) {
 
 function workerCard(worker) {
   const columns = [
-    { label: "Run", cell: (l) => h("a", { href: `#/runs/${l.run_id}`, class: "mono", title: l.run_id }, l.run_id.slice(0, 8)) },
+    { label: "Run", cell: (l) => h("a", { href: `#/runs/${l.run_id}`, class: "mono", title: l.run_id }, shortId(l.run_id)) },
     { label: "Tenant", cell: (l) => l.tenant_id },
     { label: "Attempt", cell: (l) => String(l.attempt), class: "num" },
     { label: "Leased for", cell: (l) => duration(l.lease_age_s) },
