@@ -35,7 +35,7 @@ from app.domain import (
     RunNotFound,
 )
 from app.logs import configure_logging
-from app.queue import Queue
+from app.queue import Queue, database_down
 from app.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
@@ -179,6 +179,13 @@ def _add_problem_handlers(app: FastAPI) -> None:
             instance=request.url.path,
             headers={"Retry-After": RETRY_AFTER_S},
         )
+
+    @on(sa_exc.DBAPIError)
+    async def driver_problem(request: Request, exc: sa_exc.DBAPIError) -> JSONResponse:
+        # A restarting server surfaces as a plain DBAPIError (by SQLSTATE), not a subclass.
+        if database_down(exc):
+            return await database_problem(request, exc)
+        return await internal_problem(request, exc)
 
     @on(Exception)
     async def internal_problem(request: Request, exc: Exception) -> JSONResponse:

@@ -419,6 +419,20 @@ PURGE_FINISHED = text(
 
 _INFINITY = datetime.max.replace(tzinfo=UTC)
 _DB_ERRORS = (OSError, InterfaceError, OperationalError)
+# A server going away, restarting or not taking connections yet: connection exceptions (class
+# 08), admin/crash shutdown and "cannot connect now" (57P01-57P03), too many connections. The
+# asyncpg dialect wraps these as a plain DBAPIError, with the SQLSTATE on ``orig``.
+_UNAVAILABLE_SQLSTATES = ("08", "57P01", "57P02", "57P03", "53300")
+
+
+def database_down(exc: DBAPIError) -> bool:
+    """Whether ``exc`` means PostgreSQL cannot be reached now (retry later), not a bad statement."""
+    sqlstate = getattr(exc.orig, "sqlstate", None) or ""
+    return (
+        exc.connection_invalidated
+        or isinstance(exc, _DB_ERRORS)
+        or sqlstate.startswith(_UNAVAILABLE_SQLSTATES)
+    )
 
 
 def _dumps(value: Any) -> str:
@@ -513,7 +527,7 @@ class Queue:
             async with self.engine.begin() as conn:
                 yield conn
         except DBAPIError as exc:
-            if exc.connection_invalidated or isinstance(exc, _DB_ERRORS):
+            if database_down(exc):
                 raise DatabaseUnavailable(str(exc.orig)) from exc
             raise
         except _DB_ERRORS as exc:
