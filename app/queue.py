@@ -240,7 +240,9 @@ SAVE_CHECKPOINT = _transition(
 )
 COMPLETE_IF_LEASED = _transition(
     where=FENCED,
-    set_=f"status = 'done', output = CAST(:output AS jsonb), finished_at = now(), {CLEAR_LEASE}",
+    # A done run shows no error: earlier attempts' failures stay in the event log.
+    set_="status = 'done', output = CAST(:output AS jsonb), finished_at = now(), error_code = NULL,"
+    f" error_message = NULL, {CLEAR_LEASE}",
 )
 # Many completions of one worker in one statement: each run fenced by its own lease, each
 # with its buffered events and then ``run.completed``. ``e.k`` numbers a run's events from 1.
@@ -254,7 +256,8 @@ COMPLETE_MANY_IF_LEASED = text(
     " FROM unnest(CAST(:event_run_ids AS uuid[]), CAST(:types AS text[]), CAST(:datas AS jsonb[]))"
     " WITH ORDINALITY AS x(run_id, type, data, ord)"
     "), t AS ("
-    f" UPDATE agent_runs r SET status = 'done', output = d.output, finished_at = now(), {CLEAR_LEASE},"
+    " UPDATE agent_runs r SET status = 'done', output = d.output, finished_at = now(), error_code = NULL,"
+    f" error_message = NULL, {CLEAR_LEASE},"
     " last_event_seq = r.last_event_seq + coalesce((SELECT max(e.n) FROM e WHERE e.run_id = r.id), 0) + 1,"
     " updated_at = now()"
     " FROM done d WHERE r.id = d.run_id AND r.lease_id = d.lease_id AND r.status = 'leased'"
