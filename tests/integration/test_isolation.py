@@ -1,0 +1,177 @@
+"""Isolation and auth as properties over every route the app has (issue 9).
+
+The routes are read from the app's OpenAPI document, so a new endpoint is covered the day it is added; one with a
+path parameter this file does not know fails until the test is taught how to fill it. For each
+route: no key or an unknown key is 401; a tenant key on an admin route is 403; tenant B's key on
+tenant A's run is 404; and no answer to B (or to nobody, on the public routes) ever carries A's
+data. Stream tokens open one run's events only: expired, forged or tampered tokens are 401.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.api.tokens import issue_token
+from app.main import create_app
+from app.settings import Settings
+from tests.api_support import SECRET, new_key
+
+MARK = "alice-private-7f3c"  # in A's run input: must never reach anyone but A
+PUBLIC = {"/healthz", "/readyz", "/metrics"}
+BODIES: dict[tuple[str, str], dict[str, Any]] = {
+    ("POST", "/runs"): {"agent": "demo", "input": {"prompt": "bob's own"}},
+    ("PUT", "/admin/tenants/{tenant}"): {"max_inflight": 1},
+}
+JSON = {"Accept": "application/json"}
+
+
+@pytest.fixture
+async def app(database_url: str) -> AsyncIterator[FastAPI]:
+    app = create_app(Settings(database_url=database_url, secret_key=SECRET, poll_s=0.2), sse_ping_s=0.2)
+    async with app.router.lifespan_context(app):
+        yield app
+
+
+@pytest.fixture
+async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://runq.test", timeout=10) as client:
+        yield client
+
+
+def endpoints(app: FastAPI) -> list[tuple[str, str]]:
+    """Every (method, path template) of the app's OpenAPI document: each route it serves, as
+    routers are included, except the static UI files (``include_in_schema=False``)."""
+    found = [(method.upper(), path) for path, item in app.openapi()["paths"].items() for method in item]
+    assert len(found) > 10, found
+    return sorted(found)
+
+
+def fill(path: str, run_id: str) -> str:
+    """The path with its parameters filled in; an unknown parameter fails the test on purpose."""
+    known = {"run_id": run_id, "tenant": "alice"}
+    for name in [part[1:-1] for part in path.split("/") if part.startswith("{")]:
+        assert name in known, f"{path}: teach test_isolation how to fill {{{name}}}"
+        path = path.replace(f"{{{name}}}", known[name])
+    return path
+
+
+async def call(client: httpx.AsyncClient, method: str, path: str, run_id: str, headers: dict[str, str]) -> httpx.Response:
+    body = BODIES.get((method, path))
+    return await client.request(
+        method, fill(path, run_id), headers=JSON | headers, json=body if method in ("POST", "PUT", "PATCH") else None
+    )
+
+
+def shown(response: httpx.Response) -> str:
+    """The body, less a problem's ``instance`` (the caller's own request path, echoed back)."""
+    body = response.json()
+    if isinstance(body, dict) and "instance" in body:
+        body = {k: v for k, v in body.items() if k != "instance"}
+    return json.dumps(body)
+
+
+async def test_every_route_keeps_tenants_apart(app: FastAPI, client: httpx.AsyncClient, engine: AsyncEngine) -> None:
+    alice, bob = await new_key(engine, "alice"), await new_key(engine, "bob")
+    created = await client.post("/runs", json={"agent": "demo", "input": {"prompt": MARK}}, headers=alice)
+    run_id = created.json()["id"]
+    routes = endpoints(app)
+    assert ("GET", "/runs/{run_id}") in routes and ("POST", "/admin/runs/{run_id}/requeue") in routes
+
+    for method, path in routes:
+        where = f"{method} {path}"
+        if path in PUBLIC:
+            response = await call(client, method, path, run_id, {})
+            assert response.status_code < 500, where
+            assert MARK not in response.text and run_id not in response.text, f"{where} shows A's run"
+            continue
+        for headers in ({}, {"Authorization": "Bearer rq_unknown"}, {"Authorization": "Basic YTpi"}):
+            response = await call(client, method, path, run_id, headers)
+            assert (response.status_code, response.json()["code"]) == (401, "unauthorized"), where
+        response = await call(client, method, path, run_id, bob)
+        if path.startswith("/admin"):
+            assert (response.status_code, response.json()["code"]) == (403, "forbidden"), where
+        elif "{run_id}" in path:
+            assert (response.status_code, response.json()["code"]) == (404, "not_found"), where
+        else:
+            assert response.status_code < 400, f"{where}: {response.status_code} {response.text}"
+        assert MARK not in shown(response) and "alice" not in shown(response), f"{where} shows A's data to B"
+        if response.status_code < 400:
+            assert run_id not in shown(response), f"{where} shows A's run id to B"
+        if method == "GET" and "{run_id}" in path and not path.startswith("/admin"):
+            mine = await call(client, method, path, run_id, alice)
+            assert mine.status_code == 200, f"{where}: the control with A's own key failed"
+
+    after = await client.get(f"/runs/{run_id}", headers=alice)
+    assert after.json()["status"] == "pending" and after.json()["cancel_requested_at"] is None
+
+
+def _tampered(token: str, rng: random.Random) -> str:
+    """One random change: a flipped character, a cut, an extra character, swapped halves."""
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_."
+    i = rng.randrange(len(token))
+    return rng.choice(
+        [
+            token[:i] + rng.choice(alphabet.replace(token[i], "")) + token[i + 1 :],
+            token[:i],
+            token[:i] + rng.choice(alphabet) + token[i:],
+            ".".join(reversed(token.split("."))),
+        ]
+    )
+
+
+def _payload(run_id: str, tenant: str, expires: float) -> str:
+    raw = json.dumps({"r": run_id, "t": tenant, "e": expires}).encode()
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+async def test_stream_tokens_open_one_run_only(app: FastAPI, client: httpx.AsyncClient, engine: AsyncEngine) -> None:
+    alice, bob = await new_key(engine, "alice"), await new_key(engine, "bob")
+    run_id = (await client.post("/runs", json={"agent": "demo", "input": {"prompt": MARK}}, headers=alice)).json()["id"]
+    bobs = (await client.post("/runs", json={"agent": "demo"}, headers=bob)).json()["id"]
+    token = (await client.post(f"/runs/{run_id}/stream-token", headers=alice)).json()["token"]
+    events = f"/runs/{run_id}/events"
+
+    def refused(response: httpx.Response) -> bool:
+        return response.status_code == 401 and response.json()["code"] == "unauthorized" and MARK not in response.text
+
+    assert (await client.get(events, params={"token": token}, headers=JSON)).status_code == 200
+    # Only that run's events: every other route and every other run refuse it.
+    for method, path in endpoints(app):
+        if path in PUBLIC or (method, path) == ("GET", "/runs/{run_id}/events"):
+            continue
+        response = await client.request(method, fill(path, run_id), params={"token": token}, headers=JSON)
+        assert refused(response), f"{method} {path}: {response.status_code}"
+    assert refused(await client.get(f"/runs/{bobs}/events", params={"token": token}, headers=JSON))
+
+    expired, _ = issue_token(SECRET, run_id=uuid.UUID(run_id), tenant_id="alice", ttl_s=1, now=time.time() - 2)
+    forged, _ = issue_token("not-the-secret-" * 3, run_id=uuid.UUID(run_id), tenant_id="alice", ttl_s=60)
+    signature = token.split(".")[1]
+    extended = f"{_payload(run_id, 'alice', time.time() + 3600)}.{signature}"  # a new expiry, the old signature
+    retargeted = f"{_payload(bobs, 'alice', time.time() + 60)}.{signature}"
+    for bad in (expired, forged, extended, retargeted, "", ".", token.split(".")[0], "x" * 500):
+        assert refused(await client.get(events, params={"token": bad}, headers=JSON)), bad
+
+    rng = random.Random(4)
+    for _ in range(200):
+        bad = _tampered(token, rng)
+        if bad != token:
+            assert refused(await client.get(events, params={"token": bad}, headers=JSON)), bad
+
+    # Even a correctly signed token (only the server can make one) naming another tenant gets
+    # nothing: the run is looked up under the token's tenant.
+    crossed, _ = issue_token(SECRET, run_id=uuid.UUID(run_id), tenant_id="bob", ttl_s=60)
+    response = await client.get(events, params={"token": crossed}, headers=JSON)
+    assert (response.status_code, response.json()["code"]) == (404, "not_found")
+    assert MARK not in response.text
