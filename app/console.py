@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import re
@@ -15,10 +16,11 @@ _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 def parse_duration(value: str) -> float:
-    """``30d``, ``12h``, ``90m``, ``45s`` or plain seconds → seconds."""
+    """``30d``, ``12h``, ``90m``, ``45s`` or plain seconds → seconds (an argparse ``type``, so
+    a bad value is reported with this message rather than argparse's generic one)."""
     match = _DURATION.match(value)
     if not match:
-        raise ValueError(f"not a duration: {value!r} (use e.g. 30d, 12h, 90m, 45s)")
+        raise argparse.ArgumentTypeError(f"not a duration: {value!r} (use e.g. 30d, 12h, 90m, 45s)")
     return float(match[1]) * _UNIT_S[match[2]]
 
 
