@@ -50,6 +50,7 @@ HEARTBEAT_DURATION = Histogram(
 )
 SSE_SUBSCRIBERS = Gauge("runq_sse_subscribers", "Open SSE streams on this API process")
 RUNS_REQUEUED = Counter("runq_runs_requeued_total", "Dead or cancelled runs requeued by an operator")
+RUNS_PURGED = Counter("runq_runs_purged_total", "Finished runs (with their events) deleted by retention")
 
 
 class QueueGauges(Collector):

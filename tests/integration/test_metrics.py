@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import httpx
 import pytest
@@ -63,6 +63,12 @@ async def scrape(client: httpx.AsyncClient) -> Samples:
     return parse(response.text)
 
 
+async def scrape_when(client: httpx.AsyncClient, ready: Callable[[Samples], bool]) -> Samples | None:
+    """A scrape that satisfies ``ready``; the queue gauges refresh at most once a second."""
+    samples = await scrape(client)
+    return samples if ready(samples) else None
+
+
 async def test_api_metrics_after_real_runs(
     api: httpx.AsyncClient, database_url: str, engine: AsyncEngine, queue: Queue
 ) -> None:
@@ -77,9 +83,10 @@ async def test_api_metrics_after_real_runs(
 
         async with api.stream("GET", f"/runs/{long['id']}/events", headers=key) as stream:
             await wait_for(lambda: run_is(queue, long["id"], "leased"))
-            while_open = await scrape(api)
+            while_open = await wait_for(
+                lambda: scrape_when(api, lambda s: value(s, "runq_queue_depth", status="leased") >= 1)
+            )
             assert value(while_open, "runq_sse_subscribers") >= 1
-            assert value(while_open, "runq_queue_depth", status="leased") >= 1
 
             # Take the lease away from under the worker: the reaper rescues the run, the
             # worker loses its lease (not a failure), and a new attempt finishes the run.
@@ -89,11 +96,9 @@ async def test_api_metrics_after_real_runs(
         for run in (long, flaky, fatal):
             await wait_finished(queue, uuid.UUID(run["id"]))
 
-    async def settled() -> Samples | None:
-        samples = await scrape(api)  # the queue gauges refresh at most once a second
-        return samples if value(samples, "runq_queue_depth", status="leased") == 0 else None
-
-    after = await wait_for(settled, within=5)
+    after = await wait_for(
+        lambda: scrape_when(api, lambda s: value(s, "runq_queue_depth", status="leased") == 0)
+    )
 
     def delta(name: str, **labels: str) -> float:
         return value(after, name, **labels) - value(before, name, **labels)
@@ -186,3 +191,33 @@ async def test_worker_serves_its_metrics_on_its_port(queue: Queue, worker_with_m
     assert value(samples, "runq_events_appended_total") >= 1
     # The queue gauges are the API's: a worker exports none rather than a made-up zero.
     assert not any(name.startswith(("runq_queue_depth", "runq_database_up")) for name, _ in samples)
+
+
+async def test_reaper_counts_the_runs_it_ends(queue: Queue, engine: AsyncEngine) -> None:
+    def sample(name: str, **labels: str) -> float:
+        return REGISTRY.get_sample_value(name, labels) or 0.0
+
+    before = {
+        "dead": sample("runq_runs_finished_total", status="dead"),
+        "cancelled": sample("runq_runs_finished_total", status="cancelled"),
+        "abandoned": sample("runq_runs_cancelled_total", reason="abandoned"),
+        "rescued_dead": sample("runq_reaper_rescued_total", outcome="dead"),
+    }
+    last_try = await enqueue_demo(queue, max_attempts=1)
+    await queue.claim_batch(worker_id="gone:1:x", limit=1)
+    interactive, _ = await queue.enqueue(
+        tenant_id="t1", agent="demo", input={}, on_disconnect="cancel", disconnect_grace_s=0, delay_s=60
+    )
+    async with engine.begin() as conn:
+        await conn.execute(
+            text("UPDATE agent_runs SET locked_until = now() - interval '1 second' WHERE id = :id"),
+            {"id": last_try.id},
+        )
+    await reap_once(queue, retention_s=0)
+
+    assert (await queue.get_run(last_try.id, tenant_id=None)).error_code == "lease_expired"
+    assert (await queue.get_run(interactive.id, tenant_id=None)).cancel_reason == "abandoned"
+    assert sample("runq_runs_finished_total", status="dead") - before["dead"] == 1
+    assert sample("runq_reaper_rescued_total", outcome="dead") - before["rescued_dead"] == 1
+    assert sample("runq_runs_finished_total", status="cancelled") - before["cancelled"] == 1
+    assert sample("runq_runs_cancelled_total", reason="abandoned") - before["abandoned"] == 1
