@@ -69,3 +69,9 @@ def configure_logging(
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    # uvicorn installs text handlers of its own; its lines, the access log included, go
+    # through ours instead, so an API process writes one format.
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        server_log = logging.getLogger(name)
+        server_log.handlers.clear()
+        server_log.propagate = True

@@ -1,0 +1,51 @@
+"""Structured logs: one JSON object per line with the run's context, uvicorn's lines included."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+from app.logs import configure_logging, log_context
+
+LOGGERS = ("", "uvicorn", "uvicorn.error", "uvicorn.access")
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    saved = [(logging.getLogger(n), logging.getLogger(n).handlers[:], logging.getLogger(n).propagate) for n in LOGGERS]
+    level = logging.getLogger().level
+    yield
+    for logger, handlers, propagate in saved:
+        logger.handlers[:] = handlers
+        logger.propagate = propagate
+    logging.getLogger().setLevel(level)
+
+
+def lines(err: str) -> list[dict[str, str]]:
+    return [json.loads(line) for line in err.splitlines()]
+
+
+def test_json_lines_carry_the_run_context(capsys: pytest.CaptureFixture[str]) -> None:
+    configure_logging("json")
+    with log_context(worker_id="host:1:ab"), log_context(run_id="r1", tenant_id="acme", attempt=2):
+        logging.getLogger("app.worker.runner").info("run started (agent %s)", "demo")
+    logging.getLogger("app.worker.runner").warning("outside")
+    first, second = lines(capsys.readouterr().err)
+    assert first["msg"] == "run started (agent demo)" and first["level"] == "info"
+    assert {k: first[k] for k in ("worker_id", "run_id", "tenant_id", "attempt")} == {
+        "worker_id": "host:1:ab", "run_id": "r1", "tenant_id": "acme", "attempt": "2",
+    }  # fmt: skip
+    assert "run_id" not in second
+
+
+def test_uvicorn_lines_go_through_the_same_format(capsys: pytest.CaptureFixture[str]) -> None:
+    access = logging.getLogger("uvicorn.access")
+    access.addHandler(logging.StreamHandler())  # what uvicorn's own logging config installs
+    access.propagate = False
+    configure_logging("json")
+    access.info('%s - "%s %s HTTP/%s" %d', "127.0.0.1:5", "GET", "/runs", "1.1", 200)
+    (line,) = lines(capsys.readouterr().err)
+    assert line["logger"] == "uvicorn.access" and line["msg"] == '127.0.0.1:5 - "GET /runs HTTP/1.1" 200'
