@@ -17,7 +17,7 @@ MASK = "[REDACTED]"
 # Names whose values are secrets, as a key in data or the left side of ``name=value``.
 _SECRET_NAME = (
     r"[A-Za-z0-9_.-]*?(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key"
-    r"|private[_-]?key|client[_-]?secret|credentials?)"
+    r"|private[_-]?key|account[_-]?key|client[_-]?secret|credentials?)"
 )
 _SECRET_KEY = re.compile(rf"^{_SECRET_NAME}$", re.IGNORECASE)
 
@@ -45,6 +45,17 @@ _RULES: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
     (re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), MASK),
     (re.compile(r"\bAIza[0-9A-Za-z_-]{35}"), MASK),
     (re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b"), MASK),
+    # Stripe secret and restricted keys, Hugging Face, GitLab, Groq, xAI, npm, SendGrid.
+    (
+        re.compile(
+            r"\b(?:[sr]k_(?:live|test)_[A-Za-z0-9]{16,}|hf_[A-Za-z0-9]{30,}|glpat-[A-Za-z0-9_-]{20,}"
+            r"|gsk_[A-Za-z0-9]{40,}|xai-[A-Za-z0-9]{40,}|npm_[A-Za-z0-9]{36}"
+            r"|SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,})"
+        ),
+        MASK,
+    ),
+    # A JSON Web Token is a bearer credential wherever it appears, header or not.
+    (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), MASK),
     # name=value, name: value and "name": "value" where the name says secret; this is also
     # what catches AWS secret keys, which have no prefix of their own.
     (

@@ -48,6 +48,22 @@ SECRETS = [
         "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA (cut)",
         "b3BlbnNzaC1rZXktdjEAAAAA",
     ),
+    ("-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIBkgXyZ\n-----END EC PRIVATE KEY-----", "MHcCAQEEIBkgXyZ"),
+    ("stripe sk_live_51H8abcdefghijklmnopqrstuv", "sk_live_51H8abcdefghijklmnopqrstuv"),
+    ("restricted rk_test_51H8abcdefghijklmnopqrstuv", "rk_test_51H8abcdefghijklmnopqrstuv"),
+    ("HF_HOME=/x hf_abcdefghijklmnopqrstuvwxyzABCDEFGH", "hf_abcdefghijklmnopqrstuvwxyzABCDEFGH"),
+    ("git push https://oauth2@gitlab.com glpat-abcdefghij1234567890", "glpat-abcdefghij1234567890"),
+    ("groq gsk_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGH", "gsk_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGH"),
+    ("xai-abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGH in use", "xai-abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGH"),
+    ("//registry.npmjs.org/:_authToken npm_abcdefghijklmnopqrstuvwxyz0123456789", "npm_abcdefghijklmnopqrstuvwxyz0123456789"),
+    ("sendgrid SG.abcdefghijklmnopqrstuv.abcdefghijklmnopqrstuvwxyz0123456789", "SG.abcdefghijklmnopqrstuv"),
+    (
+        "cookie eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N",
+        "dozjgNryP4J3jVmNHl0w5N",
+    ),
+    ("AccountKey=abcdEFGH1234567890abcdEFGH12==;EndpointSuffix=core", "abcdEFGH1234567890"),
+    ("aws_session_token: IQoJb3JpZ2luX2VjEJr//////////wEaCXVz", "IQoJb3JpZ2luX2VjEJr"),
+    ("mysql://root:hunter2@localhost/db", "hunter2"),
 ]
 
 HARMLESS = [
@@ -59,6 +75,8 @@ HARMLESS = [
     "sk-1 is too short to be a key",
     "exit code 0, 14 files changed",
     '{"tool_call_id": "call_abc123", "name": "shell"}',
+    "shelf_life_days=30 and hf_ alone",
+    "pk_live_51H8abcdefghijklmnopqrstuv is a publishable key",
 ]
 
 
