@@ -94,7 +94,7 @@ def create_app(settings: Settings | None = None, *, sse_ping_s: float = 10.0) ->
             tenant_max_inflight=settings.tenant_max_inflight,
             presence_ttl_s=settings.presence_ttl_s,
         )
-        hub = EventHub(asyncpg_dsn(url))
+        hub = EventHub(asyncpg_dsn(settings.listen_database_url or url))
         presence = Presence(queue, refresh_s=min(PRESENCE_REFRESH_MAX_S, settings.presence_ttl_s / 3))
         app.state.runtime = Runtime(settings, engine, queue, hub, presence, sse_ping_s)
         await hub.start()

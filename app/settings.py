@@ -27,6 +27,11 @@ class Settings(BaseSettings):
         default=None, description="PostgreSQL URL; unset starts an embedded server under .runq/"
     )
     data_dir: str = Field(default=".runq", description="Where the embedded server keeps its data")
+    listen_database_url: str | None = Field(
+        default=None,
+        description="Session connection for LISTEN, when RUNQ_DATABASE_URL is a transaction-mode"
+        " pooler; defaults to RUNQ_DATABASE_URL",
+    )
 
     lease_s: Seconds = 30.0
     heartbeat_s: Seconds = 10.0

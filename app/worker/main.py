@@ -79,7 +79,7 @@ async def serve(
             lease_s=settings.lease_s,
         )
         wakeup = Wakeup(
-            asyncpg_dsn(database_url),
+            asyncpg_dsn(settings.listen_database_url or database_url),
             on_new_run=runner.wake,
             on_cancel=runner.cancel_requested,
         )
