@@ -15,13 +15,13 @@ LOGGERS = ("", "uvicorn", "uvicorn.error", "uvicorn.access")
 
 @pytest.fixture(autouse=True)
 def _restore_logging() -> Iterator[None]:
-    saved = [(logging.getLogger(n), logging.getLogger(n).handlers[:], logging.getLogger(n).propagate) for n in LOGGERS]
-    level = logging.getLogger().level
+    loggers = [logging.getLogger(name) for name in LOGGERS]
+    saved = [(logger, logger.handlers[:], logger.propagate, logger.level) for logger in loggers]
     yield
-    for logger, handlers, propagate in saved:
+    for logger, handlers, propagate, level in saved:
         logger.handlers[:] = handlers
         logger.propagate = propagate
-    logging.getLogger().setLevel(level)
+        logger.setLevel(level)
 
 
 def lines(err: str) -> list[dict[str, str]]:
@@ -45,6 +45,7 @@ def test_uvicorn_lines_go_through_the_same_format(capsys: pytest.CaptureFixture[
     access = logging.getLogger("uvicorn.access")
     access.addHandler(logging.StreamHandler())  # what uvicorn's own logging config installs
     access.propagate = False
+    access.setLevel(logging.INFO)  # as `--log-level info` sets it
     configure_logging("json")
     access.info('%s - "%s %s HTTP/%s" %d', "127.0.0.1:5", "GET", "/runs", "1.1", 200)
     (line,) = lines(capsys.readouterr().err)
