@@ -15,13 +15,19 @@ FiniteSeconds = Annotated[float, Field(allow_inf_nan=False)]
 
 
 def _check_json(value: Any, depth: int = 0) -> None:
-    """Refuse what PostgreSQL's jsonb cannot store (NUL characters, NaN, infinities) and absurd
-    nesting, so that no request body can reach the database and fail there as a 500."""
+    """Refuse what PostgreSQL's jsonb cannot store (NUL characters, lone surrogates such as a
+    JSON ``"\\ud800"``, NaN, infinities) and absurd nesting, so that no request body can reach
+    the database and fail there as a 500."""
     if depth > MAX_INPUT_DEPTH:
         raise ValueError(f"nested deeper than {MAX_INPUT_DEPTH} levels")
     if isinstance(value, str):
         if "\x00" in value:
             raise ValueError("strings must not contain NUL (\\u0000)")
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise ValueError("strings must be valid Unicode (no lone surrogates)") from exc
     elif isinstance(value, float):
         if not math.isfinite(value):
             raise ValueError("numbers must be finite")
