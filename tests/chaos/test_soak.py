@@ -44,7 +44,9 @@ RESTART_AT = 0.4  # PostgreSQL restarts once this share of the runs was created
 DRAIN_S = 90.0
 ARTIFACTS = ROOT / "tests" / "artifacts"
 
-pytestmark = [pytest.mark.chaos, pytest.mark.timeout(int(120 + CREATE_S + DRAIN_S + RUNS * 0.02))]
+# A loaded two-core machine creates and runs far slower than the pace asks: generous bounds.
+BUDGET_S = 240 + RUNS * 0.15
+pytestmark = [pytest.mark.chaos, pytest.mark.timeout(int(BUDGET_S + DRAIN_S + 60))]
 
 
 @pytest.fixture
@@ -65,7 +67,7 @@ async def test_soak_keeps_every_invariant(cluster: SoakCluster) -> None:
     rng = random.Random(SEED)
     history = History()
     headers = {"Authorization": f"Bearer {await cluster.key('soak')}"}
-    deadline = time.monotonic() + CREATE_S + DRAIN_S + 60
+    deadline = time.monotonic() + BUDGET_S  # for a create or cancel to be answered at all
     async with contextlib.AsyncExitStack() as stack:
         apis = [
             await stack.enter_async_context(httpx.AsyncClient(base_url=api.base_url, timeout=10))
