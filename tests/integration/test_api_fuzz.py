@@ -28,6 +28,7 @@ from schemathesis.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
+from schemathesis.core.result import Ok
 
 from app.api.keys import create_key
 from tests.api_support import ApiProcess
@@ -117,6 +118,7 @@ def test_api_conforms_to_its_openapi_document(
     failures: dict[str, str] = {}
     answers: Counter[str] = Counter()
     for result in schema.get_all_operations():
+        assert isinstance(result, Ok), f"the document does not parse: {result}"
         operation = result.ok()
         # JSON pages of events: an SSE answer on a run that exists would only end with the run.
         headers = keys["admin" if operation.path.startswith("/admin") else "tenant"] | {"Accept": "application/json"}
