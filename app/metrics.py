@@ -50,7 +50,9 @@ HEARTBEAT_DURATION = Histogram(
 )
 SSE_SUBSCRIBERS = Gauge("runq_sse_subscribers", "Open SSE streams on this API process")
 RUNS_REQUEUED = Counter("runq_runs_requeued_total", "Dead or cancelled runs requeued by an operator")
-RUNS_PURGED = Counter("runq_runs_purged_total", "Finished runs (with their events) deleted by retention")
+RUNS_PURGED = Counter(
+    "runq_runs_purged_total", "Finished runs (with their events) deleted by retention"
+)
 
 
 class QueueGauges(Collector):
@@ -93,7 +95,9 @@ class QueueGauges(Collector):
     @staticmethod
     def _families(depth: QueueDepth | None, *, up: bool) -> list[Metric]:
         families: list[Metric] = [
-            GaugeMetricFamily("runq_database_up", "1 if the last queue-gauge refresh reached the database", value=int(up))
+            GaugeMetricFamily(
+                "runq_database_up", "1 if the last queue-gauge refresh reached the database", value=int(up)
+            )
         ]
         if depth is not None:
             by_status = GaugeMetricFamily(
