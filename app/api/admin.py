@@ -32,14 +32,18 @@ router = APIRouter(
     responses=problems(401, 403, 503),
 )
 
-TenantPath = Annotated[str, Path(min_length=1, max_length=200, description="the tenant's name")]
+# PostgreSQL text cannot hold NUL: refuse control characters here rather than fail there.
+TENANT_PATTERN = r"^[^\x00-\x1f\x7f]+$"
+TenantPath = Annotated[
+    str, Path(min_length=1, max_length=200, pattern=TENANT_PATTERN, description="the tenant's name")
+]
 
 
 @router.get("/runs", response_model=AdminRunPage, responses=problems(400, 422))
 async def list_runs(
     runtime: RuntimeDep,
     status: Status | None = None,
-    tenant: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+    tenant: Annotated[str | None, Query(min_length=1, max_length=200, pattern=TENANT_PATTERN)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(max_length=512, description="`next_cursor` of the previous page")] = None,
 ) -> AdminRunPage:

@@ -211,6 +211,9 @@ async def test_tenant_cap_override(
 
     for bad in ({"max_inflight": -1}, {"max_inflight": "3"}, {}, {"max_inflight": 1, "x": 1}):
         problem(await client.put("/admin/tenants/alice", json=bad, headers=admin), 422, "validation_error")
+    # PostgreSQL text cannot hold NUL: refused before it gets there.
+    problem(await client.get("/admin/tenants/a%00b", headers=admin), 422, "validation_error")
+    problem(await client.get("/admin/runs", params={"tenant": "a\x00b"}, headers=admin), 422, "validation_error")
 
 
 async def test_openapi_lists_admin_problems(client: httpx.AsyncClient) -> None:
