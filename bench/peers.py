@@ -67,7 +67,7 @@ async def pgqueuer_drain(
                     remaining_sql="SELECT count(*) FROM pgqueuer",
                     table="pgqueuer",
                     jobs=jobs,
-                    timeout_s=max(60.0, jobs / 200),
+                    timeout_s=max(60.0, jobs / 40),
                 )
         results.append({**result, "batch_size": batch_size})
     return best(results)
@@ -98,7 +98,7 @@ async def procrastinate_drain(
                     remaining_sql="SELECT count(*) FROM procrastinate_jobs WHERE status IN ('todo', 'doing')",
                     table="procrastinate_jobs",
                     jobs=jobs,
-                    timeout_s=max(60.0, jobs / 100),
+                    timeout_s=max(60.0, jobs / 40),
                 )
         results.append({**result, "concurrency": concurrency})
     return best(results)

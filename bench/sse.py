@@ -18,7 +18,7 @@ from app.db.engine import create_engine
 from app.queue import Queue
 from bench.api_server import TENANT, Api, running_api
 from bench.http import connection
-from bench.procs import APP_NAME, children, connect
+from bench.procs import APP_NAME, children, connect, wait_for
 from bench.server import BenchServer
 from bench.stats import summary
 from bench.throughput import worker_argv, worker_env
@@ -45,18 +45,23 @@ async def fan_out(
         finally:
             await engine.dispose()
         receipts: list[Receipt] = []
-        replayed = asyncio.Semaphore(0)
-        streams = [
-            asyncio.create_task(_subscribe(api, run_id, receipts, replayed))
-            for run_id in ids
-            for _ in range(per_run)
-        ]
+        replayed: list[uuid.UUID] = []
+        streams: list[asyncio.Task[None]] = []
         rss: list[float] = []
         sampler = asyncio.create_task(_sample_rss(api, rss))
+        async def all_replayed() -> bool:
+            for task in streams:
+                if task.done():
+                    task.result()  # a stream that ended before its run did: raise why
+            return len(replayed) == len(streams)
+
         try:
             connect_started = time.monotonic()
-            for _ in streams:
-                await asyncio.wait_for(replayed.acquire(), 120)
+            # Subscribers arrive in waves of one stream per run, as viewers do, not as one
+            # burst of 1,000 connects: what is measured is delivery, not a thundering herd.
+            for _ in range(per_run):
+                streams.extend(asyncio.create_task(_subscribe(api, i, receipts, replayed)) for i in ids)
+                await wait_for(all_replayed, timeout_s=120, what="every stream's replay", every_s=0.02)
             connect_s = time.monotonic() - connect_started
             concurrency = -(-runs // workers)
             async with children([worker_argv(concurrency)] * workers, env=worker_env(url)) as procs:
@@ -93,12 +98,12 @@ async def fan_out(
     }
 
 
-async def _subscribe(api: Api, run_id: uuid.UUID, receipts: list[Receipt], replayed: asyncio.Semaphore) -> None:
+async def _subscribe(api: Api, run_id: uuid.UUID, receipts: list[Receipt], replayed: list[uuid.UUID]) -> None:
     async with connection("127.0.0.1", api.port) as conn:
         async for seq, at in conn.events(f"/runs/{run_id}/events", headers=api.auth):
             receipts.append((run_id, seq, at))
             if seq == 1:
-                replayed.release()
+                replayed.append(run_id)
 
 
 async def _sample_rss(api: Api, into: list[float]) -> None:

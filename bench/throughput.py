@@ -63,7 +63,7 @@ async def end_to_end(
                 remaining_sql=REMAINING,
                 table="agent_runs",
                 jobs=runs,
-                timeout_s=max(60.0, runs / 100),
+                timeout_s=max(60.0, runs / 40),
             )
         results.append({**result, "concurrency": concurrency})
     return best(results)
