@@ -17,6 +17,7 @@ from app.api.tokens import issue_token
 from app.domain import Status
 from app.metrics import RUNS_CANCELLED, RUNS_CREATED, RUNS_FINISHED
 from app.queue import request_hash
+from app.redact import redact
 
 router = APIRouter(tags=["runs"])
 
@@ -118,7 +119,10 @@ async def cancel_run(
 ) -> RunOut:
     """Stop a run: a pending one is cancelled now, a leased one once its worker notices."""
     run = await runtime.queue.request_cancel(
-        run_id, tenant_id=principal.tenant_id, reason="user", note=body.note if body else None
+        run_id,
+        tenant_id=principal.tenant_id,
+        reason="user",
+        note=redact(body.note) if body and body.note else None,  # event data is stored redacted
     )
     if run.status is Status.CANCELLED:
         RUNS_CANCELLED.labels(reason="user").inc()

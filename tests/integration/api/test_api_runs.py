@@ -146,6 +146,15 @@ async def test_cancel_pending_run_at_once(client: httpx.AsyncClient, alice: dict
     assert again.json()["code"] == "run_finished"
 
 
+async def test_cancel_note_is_stored_redacted(client: httpx.AsyncClient, alice: dict[str, str]) -> None:
+    run = await create_run(client, alice)
+    note = "stop, I pasted my key sk-proj-abcdefghijklmnopqrstuvwxyz0123456789 by mistake"
+    await client.post(f"/runs/{run['id']}/cancel", json={"note": note}, headers=alice)
+    page = (await client.get(f"/runs/{run['id']}/events", headers=alice | {"Accept": "application/json"})).json()
+    stored = page["items"][1]["data"]["note"]
+    assert "abcdefghijklmnop" not in stored and stored.startswith("stop, I pasted my key")
+
+
 async def test_cancel_leased_run_requests_it(
     client: httpx.AsyncClient, alice: dict[str, str], queue: Queue
 ) -> None:
