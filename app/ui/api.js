@@ -90,8 +90,13 @@ export class Api {
     return this.request("POST", `/admin/runs/${id}/requeue`);
   }
 
-  streamToken(id) {
-    return this.request("POST", `/runs/${id}/stream-token`);
+  async streamToken(id) {
+    try {
+      return await this.request("POST", `/runs/${id}/stream-token`);
+    } catch (error) {
+      if (!(this.isAdmin && error instanceof ApiError && error.status === 404)) throw error;
+      return this.request("POST", `/admin/runs/${id}/stream-token`);
+    }
   }
 
   stats() {

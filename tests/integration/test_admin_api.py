@@ -57,6 +57,7 @@ ADMIN_REQUESTS = [
     ("GET", f"/admin/runs/{uuid.uuid4()}", None),
     ("POST", f"/admin/runs/{uuid.uuid4()}/requeue", None),
     ("POST", f"/admin/runs/{uuid.uuid4()}/cancel", None),
+    ("POST", f"/admin/runs/{uuid.uuid4()}/stream-token", None),
     ("GET", "/admin/workers", None),
     ("GET", "/admin/stats", None),
     ("GET", "/admin/tenants/alice", None),
@@ -224,3 +225,19 @@ async def test_openapi_lists_admin_problems(client: httpx.AsyncClient) -> None:
     for path in ("/admin/runs", "/admin/workers", "/admin/stats", "/admin/tenants/{tenant}"):
         for operation in paths[path].values():
             assert {"401", "403"} <= set(operation["responses"]), path
+
+
+async def test_admin_stream_token_follows_another_tenants_run(
+    client: httpx.AsyncClient, admin: dict[str, str], alice: dict[str, str]
+) -> None:
+    run = await create_run(client, alice)
+    own = await client.post(f"/runs/{run['id']}/stream-token", headers=admin)
+    problem(own, 404, "not_found")  # the tenant route stays tenant-scoped, admin or not
+    token = (await client.post(f"/admin/runs/{run['id']}/stream-token", headers=admin)).json()["token"]
+    page = await client.get(
+        f"/runs/{run['id']}/events", params={"token": token}, headers={"Accept": "application/json"}
+    )
+    assert [e["type"] for e in page.json()["items"]] == ["run.queued"]
+    other = await create_run(client, alice)
+    refused = await client.get(f"/runs/{other['id']}/events", params={"token": token})
+    problem(refused, 401, "unauthorized")
