@@ -88,6 +88,7 @@ Index(
     agent_runs.c.created_at.desc(),
     agent_runs.c.id.desc(),
 )
+Index("ix_agent_runs_created", agent_runs.c.created_at.desc(), agent_runs.c.id.desc())
 Index(
     "ix_agent_runs_finished",
     agent_runs.c.finished_at,
