@@ -46,7 +46,7 @@ async def fan_out(
             await engine.dispose()
         receipts: list[Receipt] = []
         replayed: list[uuid.UUID] = []
-        streams: list[asyncio.Task[None]] = []
+        streams: list[asyncio.Task[tuple[uuid.UUID, int]]] = []
         rss: list[float] = []
         sampler = asyncio.create_task(_sample_rss(api, rss))
         async def all_replayed() -> bool:
@@ -70,8 +70,7 @@ async def fan_out(
                     child.check()
                 if len(done) < len(streams):
                     raise TimeoutError(f"{len(streams) - len(done)} streams did not end")
-                for task in done:
-                    task.result()
+                ended = [task.result() for task in done]
             rss_now, rss_peak = api.rss_mb()
         finally:
             sampler.cancel()
@@ -80,6 +79,9 @@ async def fan_out(
         async with connect(url) as conn:
             rows = await conn.fetch("SELECT run_id, seq, extract(epoch FROM created_at) AS at FROM run_events")
     committed = {(r["run_id"], r["seq"]): float(r["at"]) for r in rows}
+    last_seq: dict[uuid.UUID, int] = {}
+    for run_id, seq in committed:
+        last_seq[run_id] = max(seq, last_seq.get(run_id, 0))
     live = [(run_id, seq, at) for run_id, seq, at in receipts if seq > 1]
     latencies = [at - committed[(run_id, seq)] for run_id, seq, at in live]
     span = max(at for *_, at in live) - min(at for *_, at in live)
@@ -90,6 +92,7 @@ async def fan_out(
         "events_written": len(committed),
         "frames_received": len(receipts),
         "frames_expected": expected,
+        "streams_ended_early": sum(1 for run_id, seq in ended if seq < last_seq[run_id]),
         "latency": summary(latencies),
         "events_per_s_delivered": round(len(live) / span, 1) if span else None,
         "connect_s": round(connect_s, 2),
@@ -98,12 +101,18 @@ async def fan_out(
     }
 
 
-async def _subscribe(api: Api, run_id: uuid.UUID, receipts: list[Receipt], replayed: list[uuid.UUID]) -> None:
+async def _subscribe(
+    api: Api, run_id: uuid.UUID, receipts: list[Receipt], replayed: list[uuid.UUID]
+) -> tuple[uuid.UUID, int]:
+    """Follow one run's stream to its end; ``(run_id, last seq received)``."""
+    last = 0
     async with connection("127.0.0.1", api.port) as conn:
         async for seq, at in conn.events(f"/runs/{run_id}/events", headers=api.auth):
             receipts.append((run_id, seq, at))
+            last = seq
             if seq == 1:
                 replayed.append(run_id)
+    return run_id, last
 
 
 async def _sample_rss(api: Api, into: list[float]) -> None:
