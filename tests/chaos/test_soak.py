@@ -28,6 +28,7 @@ import pytest
 from sqlalchemy import text
 
 from app.db.engine import asyncpg_dsn, create_engine
+from app.domain import Event, Run, Status
 from app.queue import Queue
 from tests.api_support import ROOT
 from tests.chaos.soak.cluster import SoakCluster
@@ -168,14 +169,32 @@ async def check(url: str, history: History) -> tuple[Findings, dict[str, Any]]:
             "refused_409_finished": sum(1 for e in cancels if e["http_status"] == 409),
         },
         "zombies": [
-            {k: e.get(k) for k in ("pid", "leases_held", "taken_over", "early")}
+            {k: e.get(k) for k in ("pid", "frozen_s", "leases_held", "taken_over", "early")}
             for e in history.entries
             if e["op"] == "zombie_resumed"
         ],
+        "cancel_to_cancelled_s": cancel_latency(history, runs, events),
         "api_errors_5xx": sum(1 for e in history.entries if e["op"] == "api_error"),
+        "load_average_1m": round(os.getloadavg()[0], 1),  # on 2 cores: how shared the machine was
         "examples": findings.examples,
     }
     return findings, figures
+
+
+def cancel_latency(history: History, runs: list[Run], events: dict[uuid.UUID, list[Event]]) -> dict[str, float]:
+    """From ``run.cancel_requested`` to ``run.cancelled``, for the runs whose cancel was
+    acknowledged while they were leased (a pending run is cancelled in the same statement)."""
+    leased = {uuid.UUID(run_id) for run_id, run in history.runs.items() if run.get("cancel_acked") == "leased"}
+    waits = []
+    for run in runs:
+        log = events.get(run.id, [])
+        asked = next((e for e in log if e.type == "run.cancel_requested"), None)
+        if run.id in leased and run.status is Status.CANCELLED and asked is not None:
+            waits.append((log[-1].created_at - asked.created_at).total_seconds())
+    if not waits:
+        return {}
+    waits.sort()
+    return {"runs": len(waits), "p50": round(waits[len(waits) // 2], 3), "max": round(waits[-1], 3)}
 
 
 def report(history: History, findings: Findings, figures: dict[str, Any]) -> None:
@@ -188,4 +207,7 @@ def report(history: History, findings: Findings, figures: dict[str, Any]) -> Non
     for name, count in findings.counts().items():
         print(f"  {name:<28} {count}")
     print("outcomes: " + ", ".join(f"{k} {v}" for k, v in figures["outcomes"].items()))
-    print(f"cancels: {figures['cancels']}; zombies: {figures['zombies']}")
+    print(f"cancels: {figures['cancels']}, cancel request to cancelled: {figures['cancel_to_cancelled_s']}")
+    zombies = figures["zombies"]
+    print(f"zombies: {len(zombies)} frozen past their lease, holding {sum(z['leases_held'] or 0 for z in zombies)} leases,"
+          f" {sum(z['taken_over'] or 0 for z in zombies)} taken over before they woke")

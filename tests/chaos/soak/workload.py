@@ -162,7 +162,7 @@ class FaultInjector:
             leases = {i: await self._leases_of(self.cluster.workers[i].pid) for i in running}
             index = max(running, key=lambda i: (len(leases[i]), self.rng.random()))
             held = leases[index]
-            frozen_s = LEASE_S + self.rng.uniform(0.5, 2.0)
+            frozen_s = LEASE_S + self.rng.uniform(0.2, 1.0)
             pid = self.cluster.freeze(index)
             self.history.fault(kind, pid=pid, frozen_s=round(frozen_s, 2), leases_held=len(held))
             task = asyncio.create_task(self._thaw_later(pid, frozen_s, held))
@@ -179,15 +179,27 @@ class FaultInjector:
             return []
 
     async def _thaw_later(self, pid: int, frozen_s: float, held: list[str]) -> None:
-        taken_over: int | None = None
+        """SIGCONT once the others have taken the zombie's leases (what makes it a zombie), or
+        at the latest after a few leases; ``frozen_s`` is the least it sleeps."""
+        started = time.monotonic()
+        still: set[str] | None = None
         try:
             await asyncio.sleep(frozen_s)
-            with contextlib.suppress(OSError, asyncpg.PostgresError):  # the database may be restarting
-                taken_over = len(set(held) - set(await self.cluster.leases_of(pid)))
+            while time.monotonic() - started < LEASE_S * 5:
+                with contextlib.suppress(OSError, asyncpg.PostgresError):  # the database may be restarting
+                    still = set(held) & set(await self.cluster.leases_of(pid))
+                    if not still:
+                        break
+                await asyncio.sleep(0.2)
         finally:
             self.cluster.thaw(pid)
-        # Leases of the zombie that others took over while it slept (or that ended by then).
-        self.history.record("zombie_resumed", pid=pid, leases_held=len(held), taken_over=taken_over)
+        self.history.record(
+            "zombie_resumed",
+            pid=pid,
+            frozen_s=round(time.monotonic() - started, 2),
+            leases_held=len(held),
+            taken_over=None if still is None else len(held) - len(still),
+        )
 
     async def restart_database(self) -> None:
         self.restarted = True
