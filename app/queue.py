@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -438,8 +439,33 @@ def database_down(exc: DBAPIError) -> bool:
     )
 
 
+# PostgreSQL's jsonb and text refuse NUL and unpaired surrogates, and a model or a tool can hand
+# an agent either (half of a pair split across two streamed chunks): stored as U+FFFD instead,
+# as the shell tool does for NUL, rather than failing every attempt of the run.
+_UNSTORABLE_IN_JSON = re.compile("\x00|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]")
+_UNSTORABLE_IN_TEXT = re.compile("[\x00\ud800-\udfff]")  # the driver encodes no surrogate at all
+
+
+def _storable(value: Any) -> Any:
+    if isinstance(value, str):
+        return _UNSTORABLE_IN_JSON.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_storable(k): _storable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_storable(v) for v in value]
+    return value
+
+
+def _storable_text(value: str) -> str:
+    return _UNSTORABLE_IN_TEXT.sub("\ufffd", value)
+
+
 def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), default=str)
+    text = json.dumps(value, separators=(",", ":"), default=str)
+    # Both come out as escapes (ensure_ascii): walk the value only when one may be there.
+    if "\\u0000" in text or "\\ud" in text:
+        text = json.dumps(_storable(value), separators=(",", ":"), default=str)
+    return text
 
 
 def _loads(value: Any) -> Any:
@@ -778,7 +804,7 @@ class Queue:
             RETRY_OR_BURY,
             (run_id, lease_id),
             error_code=error_code,
-            error_message=error_message,
+            error_message=_storable_text(error_message),
             retry_base_s=self.retry_base_s,
             retry_max_s=self.retry_max_s,
             aging_s=self.aging_s,
@@ -799,7 +825,7 @@ class Queue:
             BURY_IF_LEASED,
             (run_id, lease_id),
             error_code=error_code,
-            error_message=error_message,
+            error_message=_storable_text(error_message),
             **_events(events),
         )
 
