@@ -345,6 +345,13 @@ REQUEST_CANCEL_ABANDONED = _transition(
     notify_cancel=True,
 )
 REAPER_LOCK = text("SELECT pg_try_advisory_xact_lock(hashtext('runq.reaper'))")
+# For the transactions whose locks others wait on or skip (a heartbeat's renewal holds the rows
+# of all the worker's runs, a reaper pass the reaper's lock): a process that stops between a
+# statement and its COMMIT (SIGSTOP, a VM pause, a blocked event loop) would keep them for as
+# long as it is stopped, and no other worker could reap its runs, or any run. The server ends
+# such a transaction after one lease of idleness instead. SET LOCAL: pooler-safe, this
+# transaction only.
+BOUND_IDLE_TRANSACTION = text("SELECT set_config('idle_in_transaction_session_timeout', :ms, true)")
 
 READ_EVENTS = text(
     "SELECT seq, type, data, attempt, created_at FROM run_events"
@@ -715,6 +722,9 @@ class Queue:
             self._limits_checked_at = now
         return self._has_limits
 
+    def _idle_bound(self) -> dict[str, str]:
+        return {"ms": str(max(int(self.lease_s * 1000), 1))}
+
     async def renew_leases(self, leases: Mapping[uuid.UUID, uuid.UUID]) -> LeaseCheck:
         """Extend every lease this worker still holds, in one statement.
 
@@ -730,6 +740,7 @@ class Queue:
             "lease_s": self.lease_s,
         }
         async with self._tx() as conn:
+            await conn.execute(BOUND_IDLE_TRANSACTION, self._idle_bound())
             rows = (await conn.execute(RENEW_LEASES, params)).all()
         return LeaseCheck(
             lost=frozenset(r.run_id for r in rows if not r.kept),
@@ -909,6 +920,7 @@ class Queue:
         """Expired leases back to pending / dead / cancelled; one reaper at a time cluster-wide."""
         params = {"batch": batch, "aging_s": self.aging_s, "types": [], "datas": []}
         async with self._tx() as conn:
+            await conn.execute(BOUND_IDLE_TRANSACTION, self._idle_bound())
             if not (await conn.execute(REAPER_LOCK)).scalar():
                 return []
             rows = (await conn.execute(REAP_EXPIRED, params)).all()
@@ -922,6 +934,7 @@ class Queue:
             **_events([("run.cancel_requested", {"reason": "abandoned"})]),
         }
         async with self._tx() as conn:
+            await conn.execute(BOUND_IDLE_TRANSACTION, self._idle_bound())
             if not (await conn.execute(REAPER_LOCK)).scalar():
                 return []
             await conn.execute(FORGET_STALE_SUBSCRIBERS, {"presence_ttl_s": self.presence_ttl_s})
