@@ -569,6 +569,20 @@ class Queue:
         except _DB_ERRORS as exc:
             raise DatabaseUnavailable(str(exc)) from exc
 
+    @asynccontextmanager
+    async def _read(self) -> AsyncIterator[AsyncConnection]:
+        """A single-statement read in autocommit: no BEGIN/COMMIT round trips on hot read paths
+        (SSE tails, run lookups); each statement still sees one consistent snapshot."""
+        try:
+            async with self.engine.connect() as conn:
+                yield await conn.execution_options(isolation_level="AUTOCOMMIT")
+        except DBAPIError as exc:
+            if database_down(exc):
+                raise DatabaseUnavailable(str(exc.orig)) from exc
+            raise
+        except _DB_ERRORS as exc:
+            raise DatabaseUnavailable(str(exc)) from exc
+
     # -- creating and reading runs ---------------------------------------------------------
 
     async def enqueue(
@@ -646,7 +660,7 @@ class Queue:
 
     async def get_run(self, run_id: uuid.UUID, *, tenant_id: str | None) -> Run:
         """The run, or :class:`RunNotFound` (also for another tenant's run)."""
-        async with self._tx() as conn:
+        async with self._read() as conn:
             row = (await conn.execute(GET_RUN, {"run_id": run_id, "tenant_id": tenant_id})).first()
         if row is None:
             raise RunNotFound(str(run_id))
@@ -669,13 +683,13 @@ class Queue:
             "before_id": before_id,
             "limit": limit,
         }
-        async with self._tx() as conn:
+        async with self._read() as conn:
             rows = (await conn.execute(LIST_RUNS, params)).all()
         return [_run(r) for r in rows]
 
     async def read_events(self, run_id: uuid.UUID, *, after: int = 0, limit: int = 1000) -> list[Event]:
         """Events with ``seq > after`` in order; seqs commit in order, so none can appear later below."""
-        async with self._tx() as conn:
+        async with self._read() as conn:
             rows = (
                 await conn.execute(READ_EVENTS, {"run_id": run_id, "after": after, "limit": limit})
             ).all()
@@ -864,7 +878,7 @@ class Queue:
 
     async def find_effect(self, *, run_id: uuid.UUID, key: str) -> tuple[bool, Any]:
         """``(found, result)`` from the effect ledger."""
-        async with self._tx() as conn:
+        async with self._read() as conn:
             row = (await conn.execute(GET_EFFECT, {"run_id": run_id, "key": key})).first()
         return (True, _loads(row.result)) if row else (False, None)
 
