@@ -5,6 +5,9 @@ subscriber's wakeup is a single flag (a queue bounded at one), so a slow stream 
 up the others or grows memory: however many notifications it missed, one read catches it up.
 NOTIFY is not durable and the connection can drop, so streams also poll, and after every
 (re)connect all streams are woken once to cover what was missed while deaf.
+
+Streams of one run that are caught up sit at the same cursor, so the hub also shares their
+reads: one query per run and cursor, however many streams of this process follow the run.
 """
 
 from __future__ import annotations
@@ -12,12 +15,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager, suppress
 
 import asyncpg
 
+from app.domain import Event
 from app.queue import EVENTS_CHANNEL
+
+Reader = Callable[[uuid.UUID, int], Awaitable[list[Event]]]
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +43,7 @@ class EventHub:
         self._probe_s = probe_s
         self._backoff = (backoff_min_s, backoff_max_s)
         self._subscribers: dict[str, set[asyncio.Event]] = {}
+        self._reads: dict[tuple[uuid.UUID, int], asyncio.Task[list[Event]]] = {}
         self._task: asyncio.Task[None] | None = None
         self.connected = asyncio.Event()
 
@@ -64,6 +71,20 @@ class EventHub:
                 waiting.discard(wake)
                 if not waiting:
                     del self._subscribers[key]
+
+    async def read(self, run_id: uuid.UUID, after: int, reader: Reader) -> list[Event]:
+        """``reader(run_id, after)``, shared by every stream that asks for the same page at once.
+
+        The read runs in a task of its own, so a stream that goes away mid-read does not cancel
+        it for the others.
+        """
+        key = (run_id, after)
+        task = self._reads.get(key)
+        if task is None:
+            task = asyncio.create_task(reader(run_id, after))
+            self._reads[key] = task
+            task.add_done_callback(lambda _: self._reads.pop(key, None))
+        return await asyncio.shield(task)
 
     def _on_notify(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
         for wake in self._subscribers.get(payload.partition(":")[0], ()):

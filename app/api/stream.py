@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import suppress
 
@@ -25,6 +26,7 @@ log = logging.getLogger(__name__)
 PAGE = 500
 SEND_TIMEOUT_S = 30.0  # a client that accepts nothing for this long is dropped
 DETACH_TIMEOUT_S = 5.0
+LISTENING_POLL_S = 5.0
 
 
 def frame(event: Event) -> ServerSentEvent:
@@ -54,6 +56,10 @@ async def follow(runtime: Runtime, run: Run, *, after: int) -> AsyncIterator[Ser
     ``on_disconnect="cancel"`` run alive; leaving never cancels anything by itself.
     """
     queue = runtime.queue
+
+    async def read_page(run_id: uuid.UUID, after: int) -> list[Event]:
+        return await queue.read_events(run_id, after=after, limit=PAGE)
+
     subscriber_id = await runtime.presence.attach(run.id)
     SSE_SUBSCRIBERS.inc()
     cursor = after
@@ -62,7 +68,7 @@ async def follow(runtime: Runtime, run: Run, *, after: int) -> AsyncIterator[Ser
             while not _finished(run, cursor):
                 wake.clear()
                 try:
-                    events = await queue.read_events(run.id, after=cursor, limit=PAGE)
+                    events = await runtime.hub.read(run.id, cursor, read_page)
                     for event in events:
                         yield frame(event)
                         cursor = event.seq
@@ -76,8 +82,13 @@ async def follow(runtime: Runtime, run: Run, *, after: int) -> AsyncIterator[Ser
                     log.warning("stream of run %s cannot read events: %s", run.id, exc)
                 except RunNotFound:
                     return  # purged by retention while we watched
+                # NOTIFY wakes us; the poll only covers a lost notification, so it can be slow
+                # while LISTEN is up (a thousand streams polling fast would be a thousand reads).
+                poll_s = runtime.settings.poll_s
+                if runtime.hub.connected.is_set():
+                    poll_s = max(poll_s, LISTENING_POLL_S)
                 with suppress(TimeoutError):
-                    await asyncio.wait_for(wake.wait(), timeout=runtime.settings.poll_s)
+                    await asyncio.wait_for(wake.wait(), timeout=poll_s)
     finally:
         SSE_SUBSCRIBERS.dec()
         # The client is usually gone and our task cancelled: shield the detach so it happens.
