@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -48,13 +49,32 @@ async def insert_key(engine: AsyncEngine, *, tenant_id: str, admin: bool = False
     return key
 
 
+# Known keys are remembered briefly, so a request costs no key lookup of its own; a revoked
+# key (revoked_at set in SQL) is refused by every API process within KNOWN_KEY_TTL_S.
+KNOWN_KEY_TTL_S = 10.0
+KNOWN_KEYS_MAX = 10_000
+_known: dict[str, tuple[float, Principal]] = {}
+
+
 async def find_key(engine: AsyncEngine, key: str) -> Principal | None:
     """The principal of a live (unrevoked) key, or None."""
     if not key.startswith(KEY_PREFIX):
         return None
+    digest = hash_key(key)
+    cached = _known.get(digest)
+    if cached is not None and cached[0] > time.monotonic():
+        return cached[1]
     async with engine.connect() as conn:
-        row = (await conn.execute(FIND_LIVE_KEY, {"key_hash": hash_key(key)})).first()
-    return Principal(tenant_id=row.tenant_id, is_admin=row.is_admin, key_id=row.id) if row else None
+        conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+        row = (await conn.execute(FIND_LIVE_KEY, {"key_hash": digest})).first()
+    if row is None:
+        _known.pop(digest, None)
+        return None
+    principal = Principal(tenant_id=row.tenant_id, is_admin=row.is_admin, key_id=row.id)
+    if len(_known) >= KNOWN_KEYS_MAX:
+        _known.clear()
+    _known[digest] = (time.monotonic() + KNOWN_KEY_TTL_S, principal)
+    return principal
 
 
 async def create_key(url: str, *, tenant_id: str, admin: bool = False) -> str:
