@@ -35,6 +35,7 @@ from app.metrics import (
 from app.queue import Queue
 from app.redact import Redactor
 from app.tools.shell import ProcessGroups
+from app.worker.completions import CompletionBatcher
 from app.worker.context import Statement, WorkerContext
 from app.worker.lease import Heartbeat
 
@@ -119,6 +120,7 @@ class Runner:
         lease_s: float,
     ) -> None:
         self._queue = queue
+        self._completions = CompletionBatcher(queue)
         self._heartbeat = heartbeat
         self._worker_id = worker_id
         self._concurrency = concurrency
@@ -299,7 +301,7 @@ class Runner:
             output = self._redactor.data(task.result())
             await self._finish(
                 execution,
-                lambda events: self._queue.complete(
+                lambda events: self._completions.complete(
                     run_id=run.id, lease_id=execution.lease_id, output=output, events=events
                 ),
             )
