@@ -234,6 +234,7 @@ def main() -> int:
     with BenchServer.open() as server:
         results = asyncio.run(run(SMOKE if args.smoke else FULL, names, server))
     results["meta"]["smoke"] = args.smoke
+    results["meta"]["sections"] = names
     print()
     print(report.table(results))
     output.parent.mkdir(parents=True, exist_ok=True)

@@ -14,11 +14,9 @@ from datetime import timedelta
 from typing import Any
 
 try:  # PgQueuer's own benchmark runs on uvloop; give it that advantage too.
-    import uvloop
-
-    run = uvloop.run
+    from uvloop import run
 except ImportError:  # pragma: no cover
-    run = asyncio.run
+    from asyncio import run  # type: ignore[assignment]
 
 
 async def pgqueuer_worker(dsn: str, *, batch_size: int, instances: int, stamp: bool) -> None:
@@ -48,8 +46,8 @@ async def procrastinate_worker(dsn: str, *, concurrency: int) -> None:
     import procrastinate
 
     # One pooled connection per concurrent job, so job slots never wait for the pool.
-    pool = {"min_size": concurrency, "max_size": concurrency}
-    app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=dsn, **pool))
+    connector = procrastinate.PsycopgConnector(conninfo=dsn, min_size=concurrency, max_size=concurrency)
+    app = procrastinate.App(connector=connector)
 
     @app.task(name="noop")
     async def noop() -> None:

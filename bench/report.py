@@ -147,6 +147,8 @@ def table(results: dict[str, Any]) -> str:
             lines.append("")
         lines.append("  ".join(cell.ljust(width[i]) if i == 0 else cell.rjust(width[i]) for i, cell in enumerate(row)))
     lines.append("")
+    if results["meta"].get("smoke"):
+        lines.append("(smoke run: tiny counts; the targets are judged on the full run)")
     for t in results.get("targets", []):
         mark = {True: "MET ", False: "MISS", None: "n/a "}[t["met"]]
         lines.append(f"[{mark}] {t['target']}: {t['value']}")

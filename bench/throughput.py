@@ -9,6 +9,7 @@ completion), each in the same statement as its transition.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -59,7 +60,7 @@ async def end_to_end(
                 workers=[worker_argv(concurrency)] * n,
                 env=worker_env(url),
                 ready=(n, WORKER_READY),
-                enqueue=lambda url=url: enqueue_backlog(url, runs),
+                enqueue=functools.partial(enqueue_backlog, url, runs),
                 remaining_sql=REMAINING,
                 table="agent_runs",
                 jobs=runs,
@@ -131,12 +132,15 @@ async def _claim_complete(url: str, variant: str, *, runs: int, claimers: int, b
     queue, prepared = Queue(engine), PreparedStatements(pool, engine.dialect)
 
     async def step(worker_id: str) -> int:
+        """One claim and its completions; the number of runs finished (0: nothing left)."""
         if variant == "asyncpg_prepared":
             held = await prepared.claim(worker_id=worker_id, limit=batch)
-            return held and await prepared.complete_many(held)
+            return await prepared.complete_many(held) if held else 0
         claims = await queue.claim_batch(worker_id=worker_id, limit=batch)
+        if not claims:
+            return 0
         if variant == "complete_many":
-            return claims and len(await queue.complete_many([(c.run.id, c.lease_id, {}, ()) for c in claims]))
+            return len(await queue.complete_many([(c.run.id, c.lease_id, {}, ()) for c in claims]))
         await asyncio.gather(*(queue.complete(run_id=c.run.id, lease_id=c.lease_id, output={}) for c in claims))
         return len(claims)
 
