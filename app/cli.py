@@ -63,7 +63,7 @@ async def _operate(url: str, args: argparse.Namespace) -> int:
     """The operator commands, straight on the repository layer (admin scope: every tenant)."""
     settings = get_settings()
     engine = create_engine(url, pool_size=2)
-    queue = Queue(engine, priority_aging_s=settings.priority_aging_s)
+    queue = Queue.from_settings(engine, settings)
     try:
         if args.command == "runs":
             if args.runs_command == "list":

@@ -85,15 +85,7 @@ def create_app(settings: Settings | None = None, *, sse_ping_s: float = 10.0) ->
         if not url:
             raise RuntimeError("RUNQ_DATABASE_URL is not set; `runq api` or `runq dev` provide one")
         engine = create_engine(url, application_name="runq-api")
-        queue = Queue(
-            engine,
-            lease_s=settings.lease_s,
-            retry_base_s=settings.retry_base_s,
-            retry_max_s=settings.retry_max_s,
-            priority_aging_s=settings.priority_aging_s,
-            tenant_max_inflight=settings.tenant_max_inflight,
-            presence_ttl_s=settings.presence_ttl_s,
-        )
+        queue = Queue.from_settings(engine, settings)
         hub = EventHub(asyncpg_dsn(settings.listen_database_url or url))
         presence = Presence(queue, refresh_s=min(PRESENCE_REFRESH_MAX_S, settings.presence_ttl_s / 3))
         app.state.runtime = Runtime(settings, engine, queue, hub, presence, sse_ping_s)

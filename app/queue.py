@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Row, TextClause, text
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
@@ -37,6 +37,9 @@ from app.domain import (
     RunNotFound,
     Status,
 )
+
+if TYPE_CHECKING:
+    from app.settings import Settings
 
 EVENTS_CHANNEL = "runq_events"  # payload "<run_id>:<last_seq>": wakes SSE followers
 RUNS_CHANNEL = "runq_runs"  # wakes idle workers; never carries work
@@ -555,6 +558,19 @@ class Queue:
         self.presence_ttl_s = presence_ttl_s
         self._limits_checked_at = float("-inf")
         self._has_limits = False
+
+    @classmethod
+    def from_settings(cls, engine: AsyncEngine, settings: Settings) -> Queue:
+        """The queue as configured by ``RUNQ_*`` (the API, the worker and the CLI)."""
+        return cls(
+            engine,
+            lease_s=settings.lease_s,
+            retry_base_s=settings.retry_base_s,
+            retry_max_s=settings.retry_max_s,
+            priority_aging_s=settings.priority_aging_s,
+            tenant_max_inflight=settings.tenant_max_inflight,
+            presence_ttl_s=settings.presence_ttl_s,
+        )
 
     @asynccontextmanager
     async def _tx(self) -> AsyncIterator[AsyncConnection]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager, suppress
 
 import asyncpg
@@ -23,7 +23,7 @@ import asyncpg
 from app.domain import Event
 from app.queue import EVENTS_CHANNEL
 
-Reader = Callable[[uuid.UUID, int], Awaitable[list[Event]]]
+Reader = Callable[[uuid.UUID, int], Coroutine[None, None, list[Event]]]
 
 log = logging.getLogger(__name__)
 

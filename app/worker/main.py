@@ -56,15 +56,7 @@ async def serve(
         engine = create_engine(
             database_url, pool_size=concurrency + 2, application_name="runq-worker"
         )
-        queue = Queue(
-            engine,
-            lease_s=settings.lease_s,
-            retry_base_s=settings.retry_base_s,
-            retry_max_s=settings.retry_max_s,
-            priority_aging_s=settings.priority_aging_s,
-            tenant_max_inflight=settings.tenant_max_inflight,
-            presence_ttl_s=settings.presence_ttl_s,
-        )
+        queue = Queue.from_settings(engine, settings)
         heartbeat = Heartbeat(
             database_url=database_url, lease_s=settings.lease_s, interval_s=settings.heartbeat_s
         )
