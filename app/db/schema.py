@@ -79,9 +79,14 @@ Index(
     agent_runs.c.created_at,
     postgresql_where=text("status = 'pending'"),
 )
-# Leased runs by tenant: the reaper, the in-flight caps and /admin/workers read these few rows.
+# Leased runs by id (fenced writes) with their tenant (in-flight caps), for the reaper too.
 # No index names locked_until, so heartbeat renewals stay HOT updates (docs/schema.md).
-Index("ix_agent_runs_leased", agent_runs.c.tenant_id, postgresql_where=text("status = 'leased'"))
+Index(
+    "ix_agent_runs_leased",
+    agent_runs.c.id,
+    postgresql_include=["tenant_id"],
+    postgresql_where=text("status = 'leased'"),
+)
 Index(
     "ix_agent_runs_tenant_created",
     agent_runs.c.tenant_id,
