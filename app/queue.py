@@ -586,9 +586,12 @@ class Queue:
             raise DatabaseUnavailable(str(exc)) from exc
 
     @asynccontextmanager
-    async def _read(self) -> AsyncIterator[AsyncConnection]:
-        """A single-statement read in autocommit: no BEGIN/COMMIT round trips on hot read paths
-        (SSE tails, run lookups); each statement still sees one consistent snapshot."""
+    async def _statement(self) -> AsyncIterator[AsyncConnection]:
+        """For one statement in autocommit, without BEGIN/COMMIT round trips on the hot paths.
+
+        A statement is atomic on its own: a transition's CTEs (status, events, checkpoint,
+        NOTIFY) commit together, and a read sees one snapshot.
+        """
         try:
             async with self.engine.connect() as conn:
                 yield await conn.execution_options(isolation_level="AUTOCOMMIT")
@@ -635,11 +638,12 @@ class Queue:
             "on_disconnect": on_disconnect,
             "disconnect_grace_s": float(disconnect_grace_s),
         }
-        async with self._tx() as conn:
+        async with self._statement() as conn:
             row = (await conn.execute(ENQUEUE, params)).first()
             if row is not None:
                 return _run(row), True
-            # ON CONFLICT waited for the first inserter to commit, so its row is visible now.
+            # ON CONFLICT waited for the first inserter to commit; this next statement's
+            # snapshot sees its row.
             existing = (
                 await conn.execute(
                     GET_BY_IDEMPOTENCY_KEY,
@@ -676,7 +680,7 @@ class Queue:
 
     async def get_run(self, run_id: uuid.UUID, *, tenant_id: str | None) -> Run:
         """The run, or :class:`RunNotFound` (also for another tenant's run)."""
-        async with self._read() as conn:
+        async with self._statement() as conn:
             row = (await conn.execute(GET_RUN, {"run_id": run_id, "tenant_id": tenant_id})).first()
         if row is None:
             raise RunNotFound(str(run_id))
@@ -699,13 +703,13 @@ class Queue:
             "before_id": before_id,
             "limit": limit,
         }
-        async with self._read() as conn:
+        async with self._statement() as conn:
             rows = (await conn.execute(LIST_RUNS, params)).all()
         return [_run(r) for r in rows]
 
     async def read_events(self, run_id: uuid.UUID, *, after: int = 0, limit: int = 1000) -> list[Event]:
         """Events with ``seq > after`` in order; seqs commit in order, so none can appear later below."""
-        async with self._read() as conn:
+        async with self._statement() as conn:
             rows = (
                 await conn.execute(READ_EVENTS, {"run_id": run_id, "after": after, "limit": limit})
             ).all()
@@ -723,8 +727,8 @@ class Queue:
         params = {"worker_id": worker_id, "limit": limit, "lease_s": self.lease_s}
         capped = await self._caps_apply()
         rows: list[Row[Any]] = []
-        async with self._tx() as conn:
-            if capped:
+        if capped:
+            async with self._tx() as conn:
                 await conn.execute(CLAIM_LOCK)
                 params |= {"default_cap": self.tenant_max_inflight, "scan": max(limit * 8, 64)}
                 # The window of candidates can hold only tenants that reach their cap within
@@ -734,7 +738,8 @@ class Queue:
                     more := (await conn.execute(CLAIM_BATCH_CAPPED, params | {"limit": limit - len(rows)})).all()
                 ):
                     rows += more
-            else:
+        else:
+            async with self._statement() as conn:
                 rows += (await conn.execute(CLAIM_BATCH, params)).all()
         return [
             Claim(run=_run(r), lease_id=r._mapping["lease_id"], resume_state=_loads(r._mapping["resume_state"]))
@@ -781,7 +786,7 @@ class Queue:
         run_id, lease_id = claim_ref
         params.setdefault("types", [])
         params.setdefault("datas", [])
-        async with self._tx() as conn:
+        async with self._statement() as conn:
             row = (await conn.execute(statement, {"run_id": run_id, "lease_id": lease_id, **params})).first()
         if row is None:
             raise LeaseLost(str(run_id))
@@ -826,7 +831,7 @@ class Queue:
             "types": [t for c in ordered for t, _ in c[3]],
             "datas": [_dumps(d) for c in ordered for _, d in c[3]],
         }
-        async with self._tx() as conn:
+        async with self._statement() as conn:
             rows = (await conn.execute(COMPLETE_MANY_IF_LEASED, params)).all()
         return {row.id: _run(row) for row in rows}
 
@@ -894,7 +899,7 @@ class Queue:
 
     async def find_effect(self, *, run_id: uuid.UUID, key: str) -> tuple[bool, Any]:
         """``(found, result)`` from the effect ledger."""
-        async with self._read() as conn:
+        async with self._statement() as conn:
             row = (await conn.execute(GET_EFFECT, {"run_id": run_id, "key": key})).first()
         return (True, _loads(row.result)) if row else (False, None)
 
