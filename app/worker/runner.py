@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -318,23 +319,19 @@ class Runner:
             await self._retry(execution, "internal_error", f"{type(error).__name__}: {error}")
 
     async def _bury(self, execution: Execution, code: str, message: str) -> None:
-        message = self._error_message(message)
-        await self._finish(
-            execution,
-            lambda events: self._queue.bury(
-                run_id=execution.claim.run.id,
-                lease_id=execution.lease_id,
-                error_code=code,
-                error_message=message,
-                events=events,
-            ),
-        )
+        await self._fail(execution, code, message, write=self._queue.bury)
 
     async def _retry(self, execution: Execution, code: str, message: str) -> None:
+        await self._fail(execution, code, message, write=self._queue.retry_or_bury)
+
+    async def _fail(
+        self, execution: Execution, code: str, message: str, *, write: Callable[..., Awaitable[Run]]
+    ) -> None:
+        """End the attempt as failed through ``write`` (``bury`` or ``retry_or_bury``)."""
         message = self._error_message(message)
         await self._finish(
             execution,
-            lambda events: self._queue.retry_or_bury(
+            lambda events: write(
                 run_id=execution.claim.run.id,
                 lease_id=execution.lease_id,
                 error_code=code,
