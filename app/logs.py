@@ -58,9 +58,7 @@ class TextFormatter(logging.Formatter):
         return f"{text} [{fields}]" if fields else text
 
 
-def configure_logging(
-    fmt: Literal["auto", "json", "text"] = "auto", level: int = logging.INFO
-) -> None:
+def configure_logging(fmt: Literal["auto", "json", "text"] = "auto", level: int | str = logging.INFO) -> None:
     """Send every log record to stderr; stdout stays free for a command's real output."""
     json_lines = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
     handler = logging.StreamHandler(sys.stderr)
@@ -68,7 +66,7 @@ def configure_logging(
     handler.addFilter(_ContextFilter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(level)
+    root.setLevel(level.upper() if isinstance(level, str) else level)
     # uvicorn installs text handlers of its own; its lines, the access log included, go
     # through ours instead, so an API process writes one format.
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):

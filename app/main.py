@@ -80,7 +80,7 @@ def create_app(settings: Settings | None = None, *, sse_ping_s: float = 10.0) ->
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if not logging.getLogger().handlers:  # a bare `uvicorn app.main:app`; never override a host's
-            configure_logging(settings.log_format)
+            configure_logging(settings.log_format, settings.log_level)
         url = settings.database_url
         if not url:
             raise RuntimeError("RUNQ_DATABASE_URL is not set; `runq api` or `runq dev` provide one")

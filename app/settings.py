@@ -53,6 +53,7 @@ class Settings(BaseSettings):
     agents: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
     worker_metrics_port: int | None = None
     log_format: Literal["auto", "json", "text"] = "auto"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
 
     openai_base_url: str = "https://api.openai.com/v1"
     openai_api_key: str | None = None

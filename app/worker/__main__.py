@@ -22,7 +22,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.concurrency < 1:
         parser.error("--concurrency must be at least 1")
     settings = get_settings()
-    configure_logging(settings.log_format)  # before the embedded server logs its start
+    configure_logging(settings.log_format, settings.log_level)  # before the embedded server logs its start
     with database(settings) as url:
         return run_worker(settings, database_url=url, concurrency=args.concurrency)
 

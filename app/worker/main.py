@@ -32,7 +32,7 @@ def new_worker_id() -> str:
 
 def run_worker(settings: Settings, *, database_url: str, concurrency: int) -> int:
     """Run until SIGTERM/SIGINT, then shut down gracefully; the process's exit status."""
-    configure_logging(settings.log_format)
+    configure_logging(settings.log_format, settings.log_level)
     if settings.worker_metrics_port:
         start_http_server(settings.worker_metrics_port)
 

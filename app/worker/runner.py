@@ -246,7 +246,7 @@ class Runner:
 
     async def _run(self, execution: Execution) -> None:
         run = execution.claim.run
-        log.info("run started (agent %s)", run.agent)
+        log.debug("run started (agent %s)", run.agent)
         try:
             agent_class = self._agent_class(run.agent)
         except Exception as exc:  # not registered, or its module does not import
@@ -367,7 +367,9 @@ class Runner:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, _MAX_BACKOFF_S)
         _count_outcome(run)
-        log.info(
+        # Success is the common case: at debug only (one line per run is a measurable cost).
+        log.log(
+            logging.DEBUG if run.status is Status.DONE else logging.INFO,
             "run %s (%s)",
             "retrying" if run.status is Status.PENDING else run.status.value,
             run.error_code or run.cancel_reason or "ok",

@@ -31,6 +31,7 @@ async def test_sigterm_releases_a_long_run_to_another_worker(
         "RUNQ_LEASE_S": str(LEASE_S),
         "RUNQ_HEARTBEAT_S": "1",
         "RUNQ_SHUTDOWN_GRACE_S": str(grace_s),
+        "RUNQ_LOG_LEVEL": "debug",  # the second worker's "run started" line shows who finished it
     }
     first = spawn_worker(concurrency=1, **env)
     run = await enqueue_demo(queue, prompt="hand me over", steps=3, step_s=1.0)
