@@ -6,7 +6,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 
 class Status(StrEnum):
@@ -59,6 +59,30 @@ class Claim:
     run: Run
     lease_id: uuid.UUID
     resume_state: Any
+
+
+class Outcome(Protocol):
+    """How the statement that ended an attempt left the run (a :class:`Run` is one)."""
+
+    @property
+    def status(self) -> Status: ...
+    @property
+    def error_code(self) -> str | None: ...
+    @property
+    def cancel_reason(self) -> str | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    """A run :meth:`~app.queue.Queue.complete_many` finished. Only what the worker needs is
+    read back: decoding every completed run's input and output again costs more than the run."""
+
+    id: uuid.UUID
+    last_event_seq: int
+
+    status = Status.DONE
+    error_code = None
+    cancel_reason = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.domain import (
     Claim,
+    Completed,
     DatabaseUnavailable,
     Event,
     IdempotencyConflict,
@@ -265,13 +266,13 @@ COMPLETE_MANY_IF_LEASED = text(
     " last_event_seq = r.last_event_seq + coalesce((SELECT max(e.n) FROM e WHERE e.run_id = r.id), 0) + 1,"
     " updated_at = now()"
     " FROM done d WHERE r.id = d.run_id AND r.lease_id = d.lease_id AND r.status = 'leased'"
-    f" RETURNING {', '.join('r.' + c.strip() for c in RUN_COLUMNS.split(','))}"
+    " RETURNING r.id, r.attempts, r.output, r.last_event_seq"
     "), ev AS ("
     " INSERT INTO run_events (run_id, seq, type, data, attempt)"
     " SELECT t.id, t.last_event_seq - e.n - 1 + e.k, e.type, e.data, t.attempts FROM t JOIN e ON e.run_id = t.id"
     " UNION ALL SELECT t.id, t.last_event_seq, 'run.completed', jsonb_build_object('output', t.output), t.attempts"
     " FROM t RETURNING run_id)"
-    " SELECT t.*, pg_notify('runq_events', t.id::text || ':' || t.last_event_seq) FROM t"
+    " SELECT t.id, t.last_event_seq, pg_notify('runq_events', t.id::text || ':' || t.last_event_seq) FROM t"
 )
 RETRY_OR_BURY = _transition(
     where=FENCED,
@@ -814,7 +815,7 @@ class Queue:
 
     async def complete_many(
         self, completions: Sequence[tuple[uuid.UUID, uuid.UUID, Any, NewEvents]]
-    ) -> dict[uuid.UUID, Run]:
+    ) -> dict[uuid.UUID, Completed]:
         """``complete`` for many ``(run_id, lease_id, output, events)`` in one statement.
 
         Returns the runs now ``done``; a run missing from the result lost its lease (the same
@@ -833,7 +834,7 @@ class Queue:
         }
         async with self._statement() as conn:
             rows = (await conn.execute(COMPLETE_MANY_IF_LEASED, params)).all()
-        return {row.id: _run(row) for row in rows}
+        return {row.id: Completed(id=row.id, last_event_seq=row.last_event_seq) for row in rows}
 
     async def retry_or_bury(
         self,

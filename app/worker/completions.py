@@ -12,12 +12,12 @@ import asyncio
 import uuid
 from typing import Any
 
-from app.domain import LeaseLost, Run
+from app.domain import Completed, LeaseLost
 from app.queue import NewEvents, Queue
 
 MAX_BATCH = 64
 
-_Pending = tuple[uuid.UUID, uuid.UUID, Any, NewEvents, "asyncio.Future[Run]"]
+_Pending = tuple[uuid.UUID, uuid.UUID, Any, NewEvents, "asyncio.Future[Completed]"]
 
 
 class CompletionBatcher:
@@ -28,9 +28,11 @@ class CompletionBatcher:
         self._pending: list[_Pending] = []
         self._writer: asyncio.Task[None] | None = None
 
-    async def complete(self, *, run_id: uuid.UUID, lease_id: uuid.UUID, output: Any, events: NewEvents) -> Run:
+    async def complete(
+        self, *, run_id: uuid.UUID, lease_id: uuid.UUID, output: Any, events: NewEvents
+    ) -> Completed:
         """``done`` with ``run.completed``; :class:`LeaseLost` if the claim is no longer ours."""
-        future: asyncio.Future[Run] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Completed] = asyncio.get_running_loop().create_future()
         self._pending.append((run_id, lease_id, output, events, future))
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write(), name="runq-completions")

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from app.agents.base import BudgetExceeded
-from app.domain import Claim, LeaseLost, Run
+from app.domain import Claim, LeaseLost
 from app.metrics import EVENTS_APPENDED
 from app.queue import Queue
 from app.redact import Redactor
@@ -21,7 +21,7 @@ from app.tools.shell import ProcessGroups, ShellResult, run_shell
 from app.worker.events import EventBuffer, PendingEvent
 
 T = TypeVar("T")
-Statement = Callable[[list[PendingEvent]], Awaitable[Run]]
+Statement = Callable[[list[PendingEvent]], Awaitable[T]]  # a fenced write, given the buffered events
 
 log = logging.getLogger(__name__)
 
@@ -86,9 +86,13 @@ class WorkerContext:
             )
         )
 
-    async def write_with(self, statement: Statement) -> Run:
+    async def write_with(self, statement: Statement[T]) -> T:
         """Run a fenced statement together with every buffered event, in one transaction."""
         return await self.events.flush_with(lambda events: self._fenced(statement, events))
+
+    async def write_final(self, statement: Statement[T]) -> T:
+        """:meth:`write_with` for the statement that ends the attempt, once the agent is done."""
+        return await self.events.flush_final(lambda events: self._fenced(statement, events))
 
     async def _append(self, events: list[PendingEvent]) -> None:
         if not events:  # a concurrent flush took them
@@ -100,7 +104,7 @@ class WorkerContext:
             events,
         )
 
-    async def _fenced(self, statement: Statement, events: list[PendingEvent]) -> Run:
+    async def _fenced(self, statement: Statement[T], events: list[PendingEvent]) -> T:
         redacted = [(type, self._redactor.data(data)) for type, data in events]
         try:
             run = await statement(redacted)

@@ -80,6 +80,11 @@ class EventBuffer:
         task.add_done_callback(_consume_outcome)
         return await asyncio.shield(task)
 
+    async def flush_final(self, write: Write) -> Any:
+        """:meth:`flush_with` for the last write, made after the agent's task is done: nothing
+        cancels it any more, so it needs no shield (a task of its own per run)."""
+        return await self._write_locked(write)
+
     async def _write_locked(self, write: Write) -> Any:
         async with self._lock:
             if self._timer is not None and self._timer is not asyncio.current_task():

@@ -18,11 +18,12 @@ import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from app.agents.base import Agent, AgentError, DeadlineExceeded, FatalError, load_agent
-from app.domain import Claim, DatabaseUnavailable, LeaseLost, Run, Status
+from app.domain import Claim, DatabaseUnavailable, LeaseLost, Outcome, Run, Status
 from app.logs import log_context
 from app.metrics import (
     CLAIM_LATENCY,
@@ -64,7 +65,7 @@ class Execution:
             redactor=redactor,
             on_lease_lost=lambda: self.stop("lease_lost"),
         )
-        self.task: asyncio.Task[Any] | None = None
+        self.task: asyncio.Task[Any] | None = None  # the run's task while its agent runs
         self.stop_reason: StopReason | None = None
         self.finished = False
         self._loop = loop
@@ -258,24 +259,17 @@ class Runner:
         if remaining is not None and remaining <= 0:
             await self._bury(execution, DeadlineExceeded.code, _deadline_message(run))
             return
-        if execution.stop_reason is None:  # a cancel may have arrived before the agent started
-            execution.task = asyncio.create_task(_invoke(agent_class, execution.ctx))
-            done, _ = await asyncio.wait({execution.task}, timeout=remaining)
-            if not done:
-                execution.stop("deadline")
-                await asyncio.wait({execution.task})
-        await self._settle(execution)
+        await self._settle(execution, await _invoke(agent_class, execution, remaining))
 
     def _agent_class(self, name: str) -> type[Agent]:
         if name not in self._agents:
             self._agents[name] = load_agent(self._registry[name])
         return self._agents[name]
 
-    async def _settle(self, execution: Execution) -> None:
+    async def _settle(self, execution: Execution, ended: AgentEnded) -> None:
         """Write the one statement that ends this attempt."""
-        run, task = execution.claim.run, execution.task
-        failed = task is None or task.cancelled() or task.exception() is not None
-        error = None if task is None or task.cancelled() else task.exception()
+        run, error = execution.claim.run, ended.error
+        failed = ended.cancelled or error is not None
         reason = execution.stop_reason
         if reason == "lease_lost" or isinstance(error, LeaseLost):
             LEASES_LOST.inc()
@@ -298,8 +292,7 @@ class Runner:
         elif failed and reason == "deadline":
             await self._bury(execution, DeadlineExceeded.code, _deadline_message(run))
         elif not failed:
-            assert task is not None
-            output = self._redactor.data(task.result())
+            output = self._redactor.data(ended.value)
             await self._finish(
                 execution,
                 lambda events: self._completions.complete(
@@ -325,7 +318,7 @@ class Runner:
         await self._fail(execution, code, message, write=self._queue.retry_or_bury)
 
     async def _fail(
-        self, execution: Execution, code: str, message: str, *, write: Callable[..., Awaitable[Run]]
+        self, execution: Execution, code: str, message: str, *, write: Callable[..., Awaitable[Outcome]]
     ) -> None:
         """End the attempt as failed through ``write`` (``bury`` or ``retry_or_bury``)."""
         message = self._error_message(message)
@@ -346,14 +339,14 @@ class Runner:
             message if len(message) <= MAX_ERROR_MESSAGE else message[: MAX_ERROR_MESSAGE - 1] + "…"
         )
 
-    async def _finish(self, execution: Execution, statement: Statement) -> None:
+    async def _finish(self, execution: Execution, statement: Statement[Outcome]) -> None:
         """The final statement, with the attempt's buffered events. A database outage is waited
         out for up to one lease; after that the reaper owns the run anyway."""
         give_up_at = time.monotonic() + self._lease_s
         backoff = _MIN_BACKOFF_S
         while True:
             try:
-                run = await execution.ctx.write_with(statement)
+                outcome = await execution.ctx.write_final(statement)
                 break
             except LeaseLost:
                 LEASES_LOST.inc()
@@ -366,18 +359,52 @@ class Runner:
                 log.warning("outcome not written yet, retrying in %.1f s: %s", backoff, exc)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, _MAX_BACKOFF_S)
-        _count_outcome(run)
+        _count_outcome(outcome)
         # Success is the common case: at debug only (one line per run is a measurable cost).
         log.log(
-            logging.DEBUG if run.status is Status.DONE else logging.INFO,
+            logging.DEBUG if outcome.status is Status.DONE else logging.INFO,
             "run %s (%s)",
-            "retrying" if run.status is Status.PENDING else run.status.value,
-            run.error_code or run.cancel_reason or "ok",
+            "retrying" if outcome.status is Status.PENDING else outcome.status.value,
+            outcome.error_code or outcome.cancel_reason or "ok",
         )
 
 
-async def _invoke(agent_class: type[Agent], ctx: WorkerContext) -> Any:
-    return await agent_class().run(ctx)
+@dataclass(frozen=True, slots=True)
+class AgentEnded:
+    """How the agent's call ended: its return value, its exception, or cancelled."""
+
+    value: Any = None
+    error: Exception | None = None
+    cancelled: bool = False
+
+
+async def _invoke(agent_class: type[Agent], execution: Execution, remaining: float | None) -> AgentEnded:
+    """Run the agent in the run's own task (a second task per run costs more than a no-op run).
+
+    While it runs, ``execution.task`` is this task, so a stop cancels the agent; once it has
+    returned, a late stop cancels nothing and the outcome is written whole.
+    """
+    if execution.stop_reason is not None:  # a cancel may have arrived before the agent started
+        return AgentEnded(cancelled=True)
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    deadline = None if remaining is None else loop.call_later(remaining, execution.stop, "deadline")
+    execution.task = task
+    try:
+        return AgentEnded(value=await agent_class().run(execution.ctx))
+    except asyncio.CancelledError:
+        if execution.stop_reason is None and task.cancelling():
+            raise  # not a stop of this run: the worker itself is being torn down
+        while task.cancelling():
+            task.uncancel()
+        return AgentEnded(cancelled=True)
+    except Exception as exc:
+        return AgentEnded(error=exc)
+    finally:
+        execution.task = None
+        if deadline is not None:
+            deadline.cancel()
 
 
 def _deadline_remaining(run: Run) -> float | None:
@@ -394,10 +421,10 @@ def _deadline_message(run: Run) -> str:
     return f"deadline_s of {run.budget.get('deadline_s')} s passed"
 
 
-def _count_outcome(run: Run) -> None:
-    if run.status is Status.PENDING:
+def _count_outcome(outcome: Outcome) -> None:
+    if outcome.status is Status.PENDING:
         RUNS_RETRIED.inc()
         return
-    RUNS_FINISHED.labels(status=run.status.value).inc()
-    if run.status is Status.CANCELLED:
-        RUNS_CANCELLED.labels(reason=run.cancel_reason or "unknown").inc()
+    RUNS_FINISHED.labels(status=outcome.status.value).inc()
+    if outcome.status is Status.CANCELLED:
+        RUNS_CANCELLED.labels(reason=outcome.cancel_reason or "unknown").inc()

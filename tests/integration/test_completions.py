@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.domain import LeaseLost, Status
+from app.domain import Completed, LeaseLost, Status
 from app.queue import Queue
 from app.worker.completions import CompletionBatcher
 
@@ -44,8 +44,10 @@ async def test_concurrent_completions_share_a_statement_and_stay_fenced(
     )
     assert calls == 1
     assert isinstance(results[0], LeaseLost)
-    for i, (claim, run) in enumerate(zip(claims[1:], results[1:], strict=True), start=1):
-        assert run.status is Status.DONE and run.output == {"i": i}  # type: ignore[union-attr]
+    for i, (claim, completed) in enumerate(zip(claims[1:], results[1:], strict=True), start=1):
+        run = await queue.get_run(claim.run.id, tenant_id=None)
+        assert run.status is Status.DONE and run.output == {"i": i}
+        assert completed == Completed(id=run.id, last_event_seq=run.last_event_seq)
         events = await queue.read_events(claim.run.id)
         assert [e.seq for e in events] == list(range(1, len(events) + 1))
         assert [e.type for e in events] == ["run.queued", "run.started"] + ["message.completed"] * (i % 3) + ["run.completed"]
