@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import contextlib
 import logging
 import os
@@ -43,6 +44,7 @@ def run_worker(settings: Settings, *, database_url: str, concurrency: int) -> in
             loop.add_signal_handler(sig, stop.set)
         await serve(settings, database_url=database_url, concurrency=concurrency, stop=stop)
 
+    gc.freeze()
     asyncio.run(main())
     return 0
 
