@@ -95,6 +95,16 @@ class Event:
 
 
 @dataclass(frozen=True, slots=True)
+class EventPage:
+    """One run's events after a cursor, with its status and last seq read in the same snapshot,
+    so a follower knows without another read whether anything can still come."""
+
+    status: Status
+    last_event_seq: int
+    events: list[tuple[int, str, str]]  # (seq, type, data as JSON text), in seq order
+
+
+@dataclass(frozen=True, slots=True)
 class LeaseCheck:
     """What one heartbeat learned about the runs a worker holds."""
 

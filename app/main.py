@@ -23,9 +23,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from app.api import admin, health, runs, ui
 from app.api.deps import Runtime
 from app.api.limits import BodySizeLimit
-from app.api.listener import EventHub
 from app.api.presence import Presence
 from app.api.problems import ApiProblem, problem_response
+from app.api.stream import event_hub
 from app.db.engine import asyncpg_dsn, create_engine
 from app.domain import (
     DatabaseUnavailable,
@@ -86,7 +86,7 @@ def create_app(settings: Settings | None = None, *, sse_ping_s: float = 10.0) ->
             raise RuntimeError("RUNQ_DATABASE_URL is not set; `runq api` or `runq dev` provide one")
         engine = create_engine(url, application_name="runq-api")
         queue = Queue.from_settings(engine, settings)
-        hub = EventHub(asyncpg_dsn(settings.listen_database_url or url))
+        hub = event_hub(asyncpg_dsn(settings.listen_database_url or url), queue)
         presence = Presence(queue, refresh_s=min(PRESENCE_REFRESH_MAX_S, settings.presence_ttl_s / 3))
         app.state.runtime = Runtime(settings, engine, queue, hub, presence, sse_ping_s)
         await hub.start()

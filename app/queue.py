@@ -29,6 +29,7 @@ from app.domain import (
     Completed,
     DatabaseUnavailable,
     Event,
+    EventPage,
     IdempotencyConflict,
     LeaseCheck,
     LeaseLost,
@@ -369,6 +370,17 @@ READ_EVENTS_MANY = text(
     " FROM unnest(CAST(:run_ids AS uuid[]), CAST(:afters AS int[])) AS c(run_id, after)"
     " JOIN run_events e ON e.run_id = c.run_id AND e.seq > c.after ORDER BY e.run_id, e.seq"
 )
+# What the streams of one API process need after a wake-up, in one statement for every
+# (run, cursor) they follow: each run's next events (data left as JSON text, to be sent as is)
+# and, from the same snapshot, whether the run is terminal and which seq is its last.
+READ_EVENT_PAGES = text(
+    "SELECT c.i, r.status, r.last_event_seq, e.seq, e.type, e.data::text AS data"
+    " FROM unnest(CAST(:run_ids AS uuid[]), CAST(:afters AS int[])) WITH ORDINALITY AS c(run_id, after, i)"
+    " JOIN agent_runs r ON r.id = c.run_id"
+    " LEFT JOIN LATERAL (SELECT seq, type, data FROM run_events"
+    " WHERE run_id = c.run_id AND seq > c.after ORDER BY seq LIMIT :limit) e ON true"
+    " ORDER BY c.i, e.seq"
+)
 RECORD_EFFECT = text(
     "INSERT INTO run_effects (run_id, key, result, attempt)"
     f" SELECT id, :key, CAST(:result AS jsonb), attempts FROM agent_runs WHERE {FENCED}"
@@ -383,9 +395,10 @@ ATTACH_SUBSCRIBER = text(
 TOUCH_SUBSCRIBERS = text(
     "UPDATE run_subscribers SET seen_at = now() WHERE subscriber_id = ANY(CAST(:subscriber_ids AS uuid[]))"
 )
-DETACH_SUBSCRIBER = text(
-    "WITH gone AS (DELETE FROM run_subscribers WHERE run_id = :run_id AND subscriber_id = :subscriber_id"
-    " RETURNING run_id)"
+DETACH_SUBSCRIBERS = text(
+    "WITH gone AS (DELETE FROM run_subscribers s"
+    " USING unnest(CAST(:run_ids AS uuid[]), CAST(:subscriber_ids AS uuid[])) AS d(run_id, subscriber_id)"
+    " WHERE s.run_id = d.run_id AND s.subscriber_id = d.subscriber_id RETURNING s.run_id)"
     " UPDATE agent_runs SET detached_at = now() WHERE id IN (SELECT run_id FROM gone)"
 )
 FORGET_STALE_SUBSCRIBERS = text(
@@ -898,6 +911,25 @@ class Queue:
             )
         return events
 
+    async def read_event_pages(
+        self, cursors: Sequence[tuple[uuid.UUID, int]], *, limit: int
+    ) -> list[EventPage | None]:
+        """For each ``(run_id, after)``: up to ``limit`` events after the cursor and the run's
+        state, all from one snapshot; ``None`` for a run that no longer exists."""
+        if not cursors:
+            return []
+        params = {"run_ids": [c[0] for c in cursors], "afters": [c[1] for c in cursors], "limit": limit}
+        async with self._statement() as conn:
+            rows = (await conn.execute(READ_EVENT_PAGES, params)).all()
+        pages: list[EventPage | None] = [None] * len(cursors)
+        for i, status, last_event_seq, seq, type_, data in rows:
+            page = pages[i - 1]
+            if page is None:
+                page = pages[i - 1] = EventPage(Status(status), last_event_seq, [])
+            if seq is not None:
+                page.events.append((seq, type_, data))
+        return pages
+
     async def find_effect(self, *, run_id: uuid.UUID, key: str) -> tuple[bool, Any]:
         """``(found, result)`` from the effect ledger."""
         async with self._statement() as conn:
@@ -995,9 +1027,14 @@ class Queue:
             async with self._tx() as conn:
                 await conn.execute(TOUCH_SUBSCRIBERS, {"subscriber_ids": list(subscriber_ids)})
 
-    async def detach_subscriber(self, *, run_id: uuid.UUID, subscriber_id: uuid.UUID) -> None:
-        async with self._tx() as conn:
-            await conn.execute(DETACH_SUBSCRIBER, {"run_id": run_id, "subscriber_id": subscriber_id})
+    async def detach_subscribers(self, subscribers: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> None:
+        """Forget ``(run_id, subscriber_id)`` pairs whose streams closed, in one statement."""
+        if not subscribers:
+            return
+        ordered = sorted(subscribers)  # a fixed lock order on the runs' rows
+        params = {"run_ids": [s[0] for s in ordered], "subscriber_ids": [s[1] for s in ordered]}
+        async with self._statement() as conn:
+            await conn.execute(DETACH_SUBSCRIBERS, params)
 
     # -- operations ------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.api.listener import EventHub
 from app.api.presence import Presence
+from app.api.stream import Page
 from app.queue import Queue
 from app.settings import Settings
 
@@ -21,7 +22,7 @@ class Runtime:
     settings: Settings
     engine: AsyncEngine
     queue: Queue
-    hub: EventHub
+    hub: EventHub[Page | None]
     presence: Presence
     sse_ping_s: float
 

@@ -6,8 +6,10 @@ up the others or grows memory: however many notifications it missed, one read ca
 NOTIFY is not durable and the connection can drop, so streams also poll, and after every
 (re)connect all streams are woken once to cover what was missed while deaf.
 
-Streams of one run that are caught up sit at the same cursor, so the hub also shares their
-reads: one query per run and cursor, however many streams of this process follow the run.
+The hub also does the streams' reads. Streams of one run that are caught up sit at the same
+cursor and share one result; and every (run, cursor) asked for while a read is out goes into
+the next one, a single statement for all of them. One notification burst across a hundred
+runs is then one query, not a hundred (nor a thousand, one per stream).
 """
 
 from __future__ import annotations
@@ -15,25 +17,31 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from typing import Any, Generic, TypeVar
 
 import asyncpg
 
-from app.domain import Event
 from app.queue import EVENTS_CHANNEL
 
-Reader = Callable[[uuid.UUID, int], Coroutine[None, None, list[Event]]]
+P = TypeVar("P")
+Cursor = tuple[uuid.UUID, int]  # (run_id, last seq the reader has)
+BatchReader = Callable[[Sequence[Cursor]], Awaitable[Sequence[P]]]
+
+MAX_BATCH = 200
 
 log = logging.getLogger(__name__)
 
 
-class EventHub:
-    """Wakes the subscribers of a run when ``runq_events`` says it has new events."""
+class EventHub(Generic[P]):
+    """Wakes the subscribers of a run when ``runq_events`` says it has new events, and reads
+    for them through ``read_batch`` (one result per cursor, in order)."""
 
     def __init__(
         self,
         dsn: str,
+        read_batch: BatchReader[P],
         *,
         probe_s: float = 5.0,
         backoff_min_s: float = 0.1,
@@ -43,7 +51,9 @@ class EventHub:
         self._probe_s = probe_s
         self._backoff = (backoff_min_s, backoff_max_s)
         self._subscribers: dict[str, set[asyncio.Event]] = {}
-        self._reads: dict[tuple[uuid.UUID, int], asyncio.Task[list[Event]]] = {}
+        self._read_batch = read_batch
+        self._asked: dict[Cursor, asyncio.Future[P]] = {}  # for the next read
+        self._reader: asyncio.Task[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self.connected = asyncio.Event()
 
@@ -72,19 +82,41 @@ class EventHub:
                 if not waiting:
                     del self._subscribers[key]
 
-    async def read(self, run_id: uuid.UUID, after: int, reader: Reader) -> list[Event]:
-        """``reader(run_id, after)``, shared by every stream that asks for the same page at once.
+    async def read(self, run_id: uuid.UUID, after: int) -> P:
+        """What ``read_batch`` returns for ``(run_id, after)``, read after this call began.
 
-        The read runs in a task of its own, so a stream that goes away mid-read does not cancel
-        it for the others.
+        A read already out may have taken its snapshot before the event that woke the caller
+        committed, so the caller joins the next read, never one in flight. Reads run in a task
+        of their own: a stream that goes away does not cancel one for the others.
         """
         key = (run_id, after)
-        task = self._reads.get(key)
-        if task is None:
-            task = asyncio.create_task(reader(run_id, after))
-            self._reads[key] = task
-            task.add_done_callback(lambda _: self._reads.pop(key, None))
-        return await asyncio.shield(task)
+        future = self._asked.get(key)
+        if future is None:
+            future = self._asked[key] = asyncio.get_running_loop().create_future()
+            future.add_done_callback(_retrieve)  # its streams may all have gone meanwhile
+            if self._reader is None or self._reader.done():
+                self._reader = asyncio.create_task(self._read_asked(), name="runq-event-reads")
+        return await asyncio.shield(future)
+
+    async def _read_asked(self) -> None:
+        await asyncio.sleep(0)  # streams woken by the same notifications join this read
+        while self._asked:
+            keys = list(self._asked)[:MAX_BATCH]
+            futures = [self._asked.pop(key) for key in keys]
+            try:
+                results = await self._read_batch(keys)
+            except asyncio.CancelledError:  # the hub stops: so do the reads it owes
+                for future in [*futures, *self._asked.values()]:
+                    future.cancel()
+                raise
+            except Exception as exc:  # each stream handles it as it would its own read's
+                for future in futures:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            for future, result in zip(futures, results, strict=True):
+                if not future.done():
+                    future.set_result(result)
 
     def _on_notify(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
         for wake in self._subscribers.get(payload.partition(":")[0], ()):
@@ -125,3 +157,8 @@ class EventHub:
                     await conn.fetchval("SELECT 1", timeout=self._probe_s)
         finally:
             conn.terminate()
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()

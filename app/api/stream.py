@@ -8,31 +8,57 @@ nor repeat one. The hub's wakeup and a poll every ``RUNQ_POLL_S`` decide *when* 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import suppress
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import anyio
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from app.api.deps import Runtime
-from app.domain import TERMINAL_EVENTS, DatabaseUnavailable, Event, Run, RunNotFound
+from app.api.listener import Cursor, EventHub
+from app.domain import TERMINAL, DatabaseUnavailable, EventPage, Run
 from app.metrics import SSE_SUBSCRIBERS
+from app.queue import Queue
+
+if TYPE_CHECKING:
+    from app.api.deps import Runtime
 
 log = logging.getLogger(__name__)
 
 PAGE = 500
 SEND_TIMEOUT_S = 30.0  # a client that accepts nothing for this long is dropped
-DETACH_TIMEOUT_S = 5.0
 LISTENING_POLL_S = 5.0
 
 
-def frame(event: Event) -> ServerSentEvent:
-    return ServerSentEvent(
-        data=json.dumps(event.data, separators=(",", ":")), event=event.type, id=str(event.seq)
+@dataclass(frozen=True, slots=True)
+class Page:
+    """New frames of a run after a cursor, encoded once for every stream at that cursor."""
+
+    body: bytes  # the SSE frames, sent as one chunk
+    last_seq: int | None  # of the last frame; None when there was nothing new
+    full: bool  # PAGE events: more may be waiting
+    finished: bool  # the run is terminal and its last event is in this page or before
+
+
+def encode(page: EventPage, after: int) -> Page:
+    body = b"".join(
+        ServerSentEvent(data=data, event=type_, id=str(seq)).encode() for seq, type_, data in page.events
     )
+    last_seq = page.events[-1][0] if page.events else None
+    sent = after if last_seq is None else last_seq
+    finished = page.status in TERMINAL and sent >= page.last_event_seq
+    return Page(body, last_seq, len(page.events) >= PAGE, finished)
+
+
+def event_hub(dsn: str, queue: Queue) -> EventHub[Page | None]:
+    """The process's hub, reading pages of events for every stream it serves."""
+
+    async def read_batch(cursors: Sequence[Cursor]) -> list[Page | None]:
+        pages = await queue.read_event_pages(cursors, limit=PAGE)
+        return [None if p is None else encode(p, after) for p, (_, after) in zip(pages, cursors, strict=True)]
+
+    return EventHub(dsn, read_batch)
 
 
 def event_stream(runtime: Runtime, run: Run, *, after: int) -> EventSourceResponse:
@@ -49,39 +75,33 @@ def _finished(run: Run, cursor: int) -> bool:
     return run.is_terminal and cursor >= run.last_event_seq
 
 
-async def follow(runtime: Runtime, run: Run, *, after: int) -> AsyncIterator[ServerSentEvent]:
+async def follow(runtime: Runtime, run: Run, *, after: int) -> AsyncIterator[bytes]:
     """The frames of ``run`` after seq ``after``, until it is terminal and all are sent.
 
     While open, the stream is a subscriber of the run (presence), which is what keeps an
     ``on_disconnect="cancel"`` run alive; leaving never cancels anything by itself.
     """
-    queue = runtime.queue
-
-    async def read_page(run_id: uuid.UUID, after: int) -> list[Event]:
-        return await queue.read_events(run_id, after=after, limit=PAGE)
-
     subscriber_id = await runtime.presence.attach(run.id)
     SSE_SUBSCRIBERS.inc()
-    cursor = after
+    cursor, finished = after, _finished(run, after)
     try:
         with runtime.hub.subscribe(run.id) as wake:
-            while not _finished(run, cursor):
+            while not finished:
                 wake.clear()
                 try:
-                    events = await runtime.hub.read(run.id, cursor, read_page)
-                    for event in events:
-                        yield frame(event)
-                        cursor = event.seq
-                    if len(events) == PAGE:
-                        continue
-                    if events and events[-1].type in TERMINAL_EVENTS:
-                        run = await queue.get_run(run.id, tenant_id=run.tenant_id)
-                        continue
+                    page = await runtime.hub.read(run.id, cursor)
                 except DatabaseUnavailable as exc:
                     # Keep the stream (and its pings) open; the next read catches up.
                     log.warning("stream of run %s cannot read events: %s", run.id, exc)
-                except RunNotFound:
-                    return  # purged by retention while we watched
+                else:
+                    if page is None:
+                        return  # purged by retention while we watched
+                    if page.last_seq is not None:
+                        yield page.body
+                        cursor = page.last_seq
+                    finished = page.finished
+                    if page.full or finished:
+                        continue
                 # NOTIFY wakes us; the poll only covers a lost notification, so it can be slow
                 # while LISTEN is up (a thousand streams polling fast would be a thousand reads).
                 poll_s = runtime.settings.poll_s
@@ -91,9 +111,4 @@ async def follow(runtime: Runtime, run: Run, *, after: int) -> AsyncIterator[Ser
                     await asyncio.wait_for(wake.wait(), timeout=poll_s)
     finally:
         SSE_SUBSCRIBERS.dec()
-        # The client is usually gone and our task cancelled: shield the detach so it happens.
-        with anyio.move_on_after(DETACH_TIMEOUT_S, shield=True):
-            try:
-                await runtime.presence.detach(run.id, subscriber_id)
-            except DatabaseUnavailable as exc:
-                log.warning("could not detach stream of run %s: %s", run.id, exc)
+        runtime.presence.detach(run.id, subscriber_id)

@@ -6,6 +6,7 @@ Time is moved in SQL (``locked_until`` set in the past), never slept away.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import uuid
 from collections import Counter
@@ -371,6 +372,42 @@ async def test_concurrent_appenders_and_a_tailing_reader_see_a_gapless_log(queue
     assert seen == list(range(1, run.last_event_seq + 1))
     texts = Counter(e.data.get("text") for e in await queue.read_events(run_id, limit=10_000))
     assert all(count == 1 for text_, count in texts.items() if text_)
+
+
+async def test_event_pages_read_many_cursors_with_the_runs_state_in_one_snapshot(queue: Queue) -> None:
+    live, finished = await enqueue(queue), await enqueue(queue)
+    claims = {c.run.id: c for c in await queue.claim_batch(worker_id="w1", limit=2)}
+    await queue.append_events(
+        run_id=live, lease_id=claims[live].lease_id, events=[("message.delta", {"text": "é\nx"})] * 3
+    )
+    await queue.complete(run_id=finished, lease_id=claims[finished].lease_id, output={"ok": True})
+    gone = uuid.uuid4()
+
+    pages = await queue.read_event_pages([(live, 1), (live, 4), (finished, 0), (gone, 0), (live, 2)], limit=2)
+
+    live_page, caught_up, done_page, missing, second_page = pages
+    assert missing is None
+    assert live_page is not None and live_page.status is Status.LEASED and live_page.last_event_seq == 5
+    assert [(seq, type_) for seq, type_, _ in live_page.events] == [(2, "run.started"), (3, "message.delta")]
+    assert caught_up is not None and [seq for seq, *_ in caught_up.events] == [5]
+    assert second_page is not None and [seq for seq, *_ in second_page.events] == [3, 4]
+    assert json.loads(live_page.events[1][2]) == {"text": "é\nx"}  # JSON text, one line
+    assert "\n" not in live_page.events[1][2]
+    assert done_page is not None and done_page.status is Status.DONE and done_page.last_event_seq == 3
+    assert [type_ for _, type_, _ in done_page.events] == ["run.queued", "run.started"]  # limit 2
+
+
+async def test_detach_subscribers_forgets_many_streams_at_once(queue: Queue, engine: AsyncEngine) -> None:
+    runs = [await enqueue(queue) for _ in range(3)]
+    streams = [(run_id, uuid.uuid4()) for run_id in runs for _ in range(2)]
+    for run_id, subscriber_id in streams:
+        await queue.attach_subscriber(run_id=run_id, subscriber_id=subscriber_id)
+    await queue.detach_subscribers(streams[:4])
+    async with engine.connect() as conn:
+        left = (await conn.execute(text("SELECT run_id, subscriber_id FROM run_subscribers"))).all()
+        detached = (await conn.execute(text("SELECT id FROM agent_runs WHERE detached_at IS NOT NULL"))).scalars()
+        assert sorted(map(tuple, left)) == sorted(streams[4:])
+        assert set(detached) == set(runs[:2])
 
 
 async def test_checkpoint_is_handed_back_on_the_next_claim(queue: Queue, engine: AsyncEngine) -> None:

@@ -19,9 +19,13 @@ from app.settings import Settings
 from tests.api_support import SECRET, InProcessServer, RunDriver, create_run, new_key, sse_frames
 
 
+async def no_reads(cursors: object) -> list[None]:
+    raise AssertionError("these tests only wake streams")
+
+
 @pytest.fixture
-async def hub(database_url: str) -> AsyncIterator[EventHub]:
-    hub = EventHub(asyncpg_dsn(database_url), backoff_min_s=0.05)
+async def hub(database_url: str) -> AsyncIterator[EventHub[None]]:
+    hub: EventHub[None] = EventHub(asyncpg_dsn(database_url), no_reads, backoff_min_s=0.05)
     await hub.start()
     async with asyncio.timeout(10):
         await hub.connected.wait()
@@ -34,7 +38,7 @@ async def notify(engine: AsyncEngine, payload: str) -> None:
         await conn.execute(text("SELECT pg_notify('runq_events', :payload)"), {"payload": payload})
 
 
-async def test_notify_wakes_only_that_runs_subscribers(hub: EventHub, engine: AsyncEngine) -> None:
+async def test_notify_wakes_only_that_runs_subscribers(hub: EventHub[None], engine: AsyncEngine) -> None:
     watched, other = uuid.uuid4(), uuid.uuid4()
     with hub.subscribe(watched) as first, hub.subscribe(watched) as second, hub.subscribe(other) as bystander:
         await notify(engine, f"{watched}:7")
@@ -45,7 +49,7 @@ async def test_notify_wakes_only_that_runs_subscribers(hub: EventHub, engine: As
 
 
 async def test_reconnects_after_the_connection_is_killed_and_wakes_everyone(
-    hub: EventHub, engine: AsyncEngine
+    hub: EventHub[None], engine: AsyncEngine
 ) -> None:
     run_id = uuid.uuid4()
     with hub.subscribe(run_id) as wake:
