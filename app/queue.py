@@ -98,6 +98,11 @@ def _transition(
         if checkpoint
         else ""
     )
+    # Followers are woken only when there is something to read (a checkpoint alone appends
+    # nothing, and a hundred streams reading nothing is not free).
+    notify = "pg_notify('runq_events', t.id::text || ':' || t.last_event_seq)"
+    if not outcome:
+        notify = f"(SELECT {notify} WHERE {n} > 0)"
     cancel = ", pg_notify('runq_cancel', t.id::text)" if notify_cancel else ""
     # Runs that are claimable again wake idle workers at once instead of at their next poll.
     cancel += ", pg_notify('runq_runs', '')" if notify_runs else ""
@@ -111,8 +116,7 @@ def _transition(
         " FROM t, unnest(CAST(:types AS text[]), CAST(:datas AS jsonb[])) WITH ORDINALITY AS e(type, data, ord)"
         f"{final} RETURNING run_id)"
         f"{ck}"
-        " SELECT t.*, pg_notify('runq_events', t.id::text || ':' || t.last_event_seq)"
-        f"{cancel} FROM t"
+        f" SELECT t.*, {notify}{cancel} FROM t"
     )
 
 
@@ -156,8 +160,9 @@ ENQUEUE_MANY = text(
     "WITH ins AS ("
     " INSERT INTO agent_runs (tenant_id, agent, priority, max_attempts, available_at, queue_rank,"
     " input_json, last_event_seq)"
-    " SELECT :tenant_id, :agent, :priority, :max_attempts, now(),"
-    " now() - make_interval(secs => CAST(:priority AS int) * CAST(:aging_s AS float8)), i.input, 1"
+    " SELECT :tenant_id, :agent, :priority, :max_attempts, now() + make_interval(secs => :delay_s),"
+    " now() + make_interval(secs => :delay_s) - make_interval(secs => CAST(:priority AS int) * CAST(:aging_s AS float8)),"
+    " i.input, 1"
     " FROM unnest(CAST(:inputs AS jsonb[])) WITH ORDINALITY AS i(input, ord) ORDER BY i.ord"
     " RETURNING id"
     "), ev AS ("
@@ -676,6 +681,7 @@ class Queue:
         inputs: Sequence[Mapping[str, Any]],
         priority: int = 0,
         max_attempts: int = 3,
+        delay_s: float = 0.0,
     ) -> list[uuid.UUID]:
         """Store many pending runs (each with its ``run.queued``) in one statement; their ids."""
         if not inputs:
@@ -686,6 +692,7 @@ class Queue:
             "priority": priority,
             "max_attempts": max_attempts,
             "aging_s": self.aging_s,
+            "delay_s": delay_s,
             "inputs": [_dumps(i) for i in inputs],
         }
         async with self._tx() as conn:

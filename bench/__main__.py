@@ -125,14 +125,9 @@ async def _pickup(server: BenchServer, p: Profile, out: dict[str, Any]) -> None:
 
 
 async def _sse(server: BenchServer, p: Profile, out: dict[str, Any]) -> None:
-    out["sse"] = await sse.fan_out(
-        server,
-        runs=p.sse_runs,
-        per_run=p.sse_per_run,
-        steps=p.sse_steps,
-        step_s=p.sse_step_s,
-        workers=p.sse_workers,
-    )
+    shape = {"runs": p.sse_runs, "per_run": p.sse_per_run, "steps": p.sse_steps, "step_s": p.sse_step_s}
+    out["sse"] = await sse.fan_out(server, workers=p.sse_workers, **shape)
+    out["sse"]["lockstep"] = await sse.fan_out(server, workers=p.sse_workers, lockstep=True, **shape)
 
 
 async def _create(server: BenchServer, p: Profile, out: dict[str, Any]) -> None:

@@ -122,6 +122,9 @@ def table(results: dict[str, Any]) -> str:
          "<= 50 (p99)", ""),
         ("events/s delivered; API RSS MB", f"{_num(_get(r, 'sse.events_per_s_delivered'))}; "
          f"{_num(_get(r, 'sse.api_rss_mb'))}", "<= 200 MB", ""),
+        ("all runs in lock-step (worst case): p50 / p99 ms",
+         f"{_num(_get(r, 'sse.lockstep.latency.p50_ms'), '{:.1f}')} / "
+         f"{_num(_get(r, 'sse.lockstep.latency.p99_ms'), '{:.1f}')}", "", ""),
         ("CREATE RATE: POST /runs req/s, 32 clients", _num(_get(r, "create.per_s")),
          f"p99 {_num(_get(r, 'create.latency.p99_ms'), '{:.0f}')} ms", ""),
         ("COST", "", "", ""),

@@ -124,13 +124,16 @@ class BenchServer:
         does without (the cost section then counts transactions). The embedded one is
         restarted with it before any section runs (ALTER SYSTEM, same data dir and port): it
         is what tells, per queue, how many statements a job takes and where the server's time
-        goes, and most managed PostgreSQL services run with it loaded.
+        goes, and most managed PostgreSQL services run with it loaded. The same restart turns
+        on ``track_commit_timestamp``, so the SSE section can time delivery from each event's
+        commit rather than from its transaction's start.
         """
         loaded = (await self.admin("SHOW shared_preload_libraries"))[0][0]
         if "pg_stat_statements" not in loaded:
             if self.embedded is None:
                 return False
             await self.admin("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
+            await self.admin("ALTER SYSTEM SET track_commit_timestamp = on")
             # Blocking on purpose: the server dies with the thread that started it
             # (PDEATHSIG), so it must be started from the main thread, not a pool thread.
             self.embedded.stop()

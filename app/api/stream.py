@@ -108,7 +108,8 @@ async def follow(runtime: Runtime, run: Run, *, after: int) -> AsyncIterator[byt
                 if runtime.hub.connected.is_set():
                     poll_s = max(poll_s, LISTENING_POLL_S)
                 with suppress(TimeoutError):
-                    await asyncio.wait_for(wake.wait(), timeout=poll_s)
+                    async with asyncio.timeout(poll_s):  # no task per wait, unlike wait_for
+                        await wake.wait()
     finally:
         SSE_SUBSCRIBERS.dec()
         runtime.presence.detach(run.id, subscriber_id)
