@@ -36,7 +36,7 @@ LATEST = ROOT / "bench" / "results" / "latest.json"
 class Profile:
     e2e_runs: int = 20_000
     e2e_processes: tuple[int, ...] = (1, 2)  # 4 on 2 cores: no better (see docs)
-    e2e_concurrency: int = 32
+    e2e_concurrency: tuple[int, ...] = (32, 64, 128)
     repository_runs: int = 5_000
     peer_jobs: int = 20_000
     peer_processes: tuple[int, ...] = (1, 2, 4)
@@ -63,6 +63,7 @@ FULL = Profile()
 SMOKE = Profile(
     e2e_runs=200,
     e2e_processes=(1,),
+    e2e_concurrency=(32,),
     repository_runs=100,
     peer_jobs=200,
     peer_processes=(1,),

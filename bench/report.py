@@ -103,6 +103,12 @@ def table(results: dict[str, Any]) -> str:
          _num(_get(r, "throughput.raw_sql.best_cycles_per_s")),
          _ratio(_get(r, "throughput.runq_e2e.per_s"), _get(r, "throughput.raw_sql.best_cycles_per_s"))),
     ]
+    e2e, peer = _get(r, "throughput.runq_e2e"), _get(r, "throughput.pgqueuer")
+    if e2e and peer:
+        rows.append((
+            "best configurations (processes x slots; processes)",
+            f"{e2e['processes']} x {e2e['concurrency']}", f"{peer['processes']}", "",
+        ))
     for variant in ("complete_each", "complete_many", "asyncpg_prepared"):
         value = _get(r, f"throughput.repository.{variant}.per_s")
         rows.append((f"repository layer: {variant} vs PgQueuer", _num(value), _num(pgq), _ratio(value, pgq)))

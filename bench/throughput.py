@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -48,16 +49,19 @@ async def enqueue_backlog(url: str, runs: int, *, agent: str = "demo", input: di
 
 
 async def end_to_end(
-    server: BenchServer, *, runs: int, processes: Sequence[int], concurrency: int
+    server: BenchServer, *, runs: int, processes: Sequence[int], concurrency: Sequence[int]
 ) -> dict[str, Any]:
-    """Worker processes burn down a backlog of no-op demo runs: claim, three events, done."""
+    """Worker processes burn down a backlog of no-op demo runs: claim, three events, done.
+
+    Swept over processes and run slots per process (``--concurrency``, runq's batch size: a
+    worker claims up to its free slots in one statement), as PgQueuer is over processes."""
     results = []
-    for n in processes:
+    for n, slots in itertools.product(processes, concurrency):
         async with server.database("e2e") as url:
             result = await timed_drain(
                 server,
                 url,
-                workers=[worker_argv(concurrency)] * n,
+                workers=[worker_argv(slots)] * n,
                 env=worker_env(url),
                 ready=(n, WORKER_READY),
                 enqueue=functools.partial(enqueue_backlog, url, runs),
@@ -66,7 +70,7 @@ async def end_to_end(
                 jobs=runs,
                 timeout_s=max(60.0, runs / 40),
             )
-        results.append({**result, "concurrency": concurrency})
+        results.append({**result, "concurrency": slots})
     return best(results)
 
 
