@@ -40,6 +40,7 @@ class Profile:
     repository_runs: int = 5_000
     peer_jobs: int = 20_000
     peer_processes: tuple[int, ...] = (1, 2, 4)
+    pgqueuer_tuned_batch: int | None = 50  # beside its documented default of 10
     procrastinate_processes: tuple[int, ...] = (2,)
     pgbench_seconds: float = 10.0
     pgbench_jobs: int = 200_000
@@ -67,6 +68,7 @@ SMOKE = Profile(
     repository_runs=100,
     peer_jobs=200,
     peer_processes=(1,),
+    pgqueuer_tuned_batch=None,
     procrastinate_processes=(1,),
     pgbench_seconds=1.0,
     pgbench_jobs=20_000,
@@ -111,6 +113,10 @@ async def _pgqueuer(server: BenchServer, p: Profile, out: dict[str, Any]) -> Non
     out.setdefault("throughput", {})["pgqueuer"] = await peers.pgqueuer_drain(
         server, jobs=p.peer_jobs, processes=p.peer_processes
     )
+    if p.pgqueuer_tuned_batch:
+        out["throughput"]["pgqueuer_tuned"] = await peers.pgqueuer_drain(
+            server, jobs=p.peer_jobs, processes=p.peer_processes, batch_sizes=(p.pgqueuer_tuned_batch,)
+        )
 
 
 async def _procrastinate(server: BenchServer, p: Profile, out: dict[str, Any]) -> None:

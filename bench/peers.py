@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -46,10 +47,12 @@ async def _pgqueuer_installed(dsn: str) -> AsyncIterator[Any]:
 
 
 async def pgqueuer_drain(
-    server: BenchServer, *, jobs: int, processes: Sequence[int], batch_size: int = 10
+    server: BenchServer, *, jobs: int, processes: Sequence[int], batch_sizes: Sequence[int] = (10,)
 ) -> dict[str, Any]:
+    """Swept over processes and batch sizes (its default 10 and larger ones), as runq is over
+    processes and run slots: each queue is judged by its best configuration."""
     results = []
-    for n in processes:
+    for n, batch_size in itertools.product(processes, batch_sizes):
         async with server.database("pgqueuer", migrated=False) as url:
             dsn = asyncpg_dsn(url)
             async with _pgqueuer_installed(dsn) as queries:
