@@ -27,7 +27,8 @@ class Runtime:
     sse_ping_s: float
 
 
-def get_runtime(request: Request) -> Runtime:
+async def get_runtime(request: Request) -> Runtime:
+    # Dependencies are async on purpose: FastAPI runs a plain ``def`` on a worker thread.
     runtime: Runtime = request.app.state.runtime
     return runtime
 

@@ -14,7 +14,7 @@ from fastapi import Depends, Path
 from app.api.problems import ApiProblem
 
 
-def parse_run_id(
+async def parse_run_id(  # async: a plain ``def`` dependency would hop to a worker thread
     run_id: Annotated[str, Path(description="The run's id (a UUID)", examples=["0b7c…"])],
 ) -> uuid.UUID:
     try:

@@ -134,12 +134,16 @@ class Runner:
         self._executions: dict[uuid.UUID, Execution] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
+        # The last claim found fewer runs than it asked for: a freed slot then waits for a
+        # NOTIFY or the poll instead of claiming from an empty queue once per finished run.
+        self._drained = False
         self._stopping = False
 
     # -- signals from outside --------------------------------------------------------------
 
     def wake(self) -> None:
-        """A new run may be waiting (NOTIFY, a freed slot)."""
+        """A new run may be waiting (NOTIFY)."""
+        self._drained = False
         self._wake.set()
 
     def cancel_requested(self, run_id: uuid.UUID) -> None:
@@ -173,6 +177,7 @@ class Runner:
                     backoff = min(backoff * 2, _MAX_BACKOFF_S)
                     continue
                 backoff = _MIN_BACKOFF_S
+                self._drained = len(claims) < free
                 for claim in claims:
                     self._start(claim)
             await self._sleep(self._poll_s)
@@ -180,7 +185,8 @@ class Runner:
     async def _sleep(self, seconds: float) -> None:
         """Until woken or ``seconds`` pass: polling is the fallback when NOTIFY is lost."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), seconds)
+            async with asyncio.timeout(seconds):
+                await self._wake.wait()
 
     async def _claim(self, limit: int) -> list[Claim]:
         started = time.perf_counter()
@@ -200,7 +206,8 @@ class Runner:
 
     def _slot_freed(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
-        self._wake.set()
+        if not self._drained:
+            self._wake.set()
         if not task.cancelled() and task.exception() is not None:
             log.error("run slot crashed", exc_info=task.exception())
 
