@@ -7,6 +7,7 @@ problems.
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -91,6 +92,7 @@ def create_app(settings: Settings | None = None, *, sse_ping_s: float = 10.0) ->
         app.state.runtime = Runtime(settings, engine, queue, hub, presence, sse_ping_s)
         await hub.start()
         await presence.start()
+        gc.freeze()  # start-up's objects (FastAPI, pydantic, SQLAlchemy) are never garbage
         try:
             yield
         finally:
