@@ -37,6 +37,7 @@ class Profile:
     e2e_runs: int = 20_000
     e2e_processes: tuple[int, ...] = (1, 2)  # 4 on 2 cores: no better (see docs)
     e2e_concurrency: tuple[int, ...] = (32, 64, 128)
+    drain_rounds: int = 2  # per configuration, runq and PgQueuer alike: a 2 s drain is noisy
     repository_runs: int = 5_000
     peer_jobs: int = 20_000
     peer_processes: tuple[int, ...] = (1, 2, 4)
@@ -65,6 +66,7 @@ SMOKE = Profile(
     e2e_runs=200,
     e2e_processes=(1,),
     e2e_concurrency=(32,),
+    drain_rounds=1,
     repository_runs=100,
     peer_jobs=200,
     peer_processes=(1,),
@@ -99,7 +101,7 @@ async def _pgbench(server: BenchServer, p: Profile, out: dict[str, Any]) -> None
 
 async def _e2e(server: BenchServer, p: Profile, out: dict[str, Any]) -> None:
     out.setdefault("throughput", {})["runq_e2e"] = await throughput.end_to_end(
-        server, runs=p.e2e_runs, processes=p.e2e_processes, concurrency=p.e2e_concurrency
+        server, runs=p.e2e_runs, processes=p.e2e_processes, concurrency=p.e2e_concurrency, rounds=p.drain_rounds
     )
 
 
@@ -111,11 +113,15 @@ async def _repository(server: BenchServer, p: Profile, out: dict[str, Any]) -> N
 
 async def _pgqueuer(server: BenchServer, p: Profile, out: dict[str, Any]) -> None:
     out.setdefault("throughput", {})["pgqueuer"] = await peers.pgqueuer_drain(
-        server, jobs=p.peer_jobs, processes=p.peer_processes
+        server, jobs=p.peer_jobs, processes=p.peer_processes, rounds=p.drain_rounds
     )
     if p.pgqueuer_tuned_batch:
         out["throughput"]["pgqueuer_tuned"] = await peers.pgqueuer_drain(
-            server, jobs=p.peer_jobs, processes=p.peer_processes, batch_sizes=(p.pgqueuer_tuned_batch,)
+            server,
+            jobs=p.peer_jobs,
+            processes=p.peer_processes,
+            batch_sizes=(p.pgqueuer_tuned_batch,),
+            rounds=p.drain_rounds,
         )
 
 

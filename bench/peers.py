@@ -47,12 +47,17 @@ async def _pgqueuer_installed(dsn: str) -> AsyncIterator[Any]:
 
 
 async def pgqueuer_drain(
-    server: BenchServer, *, jobs: int, processes: Sequence[int], batch_sizes: Sequence[int] = (10,)
+    server: BenchServer,
+    *,
+    jobs: int,
+    processes: Sequence[int],
+    batch_sizes: Sequence[int] = (10,),
+    rounds: int = 1,
 ) -> dict[str, Any]:
-    """Swept over processes and batch sizes (its default 10 and larger ones), as runq is over
-    processes and run slots: each queue is judged by its best configuration."""
+    """Swept over processes and batch sizes, ``rounds`` drains each, as runq is over processes
+    and run slots: each queue is judged by its best drain."""
     results = []
-    for n, batch_size in itertools.product(processes, batch_sizes):
+    for n, batch_size, _ in itertools.product(processes, batch_sizes, range(rounds)):
         async with server.database("pgqueuer", migrated=False) as url:
             dsn = asyncpg_dsn(url)
             async with _pgqueuer_installed(dsn) as queries:

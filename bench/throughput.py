@@ -49,14 +49,15 @@ async def enqueue_backlog(url: str, runs: int, *, agent: str = "demo", input: di
 
 
 async def end_to_end(
-    server: BenchServer, *, runs: int, processes: Sequence[int], concurrency: Sequence[int]
+    server: BenchServer, *, runs: int, processes: Sequence[int], concurrency: Sequence[int], rounds: int = 1
 ) -> dict[str, Any]:
     """Worker processes burn down a backlog of no-op demo runs: claim, three events, done.
 
     Swept over processes and run slots per process (``--concurrency``, runq's batch size: a
-    worker claims up to its free slots in one statement), as PgQueuer is over processes."""
+    worker claims up to its free slots in one statement), ``rounds`` drains each, as PgQueuer
+    is over processes and batch sizes."""
     results = []
-    for n, slots in itertools.product(processes, concurrency):
+    for n, slots, _ in itertools.product(processes, concurrency, range(rounds)):
         async with server.database("e2e") as url:
             result = await timed_drain(
                 server,
