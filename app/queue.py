@@ -43,7 +43,7 @@ from app.domain import (
 if TYPE_CHECKING:
     from app.settings import Settings
 
-EVENTS_CHANNEL = "runq_events"  # payload "<run_id>:<last_seq>": wakes SSE followers
+EVENTS_CHANNEL = "runq_events"  # payload "<run_id>:<last_seq>[,<run_id>:<last_seq>…]": wakes SSE followers
 RUNS_CHANNEL = "runq_runs"  # wakes idle workers; never carries work
 CANCEL_CHANNEL = "runq_cancel"  # payload "<run_id>": a cancel for a leased run
 
@@ -186,6 +186,17 @@ LIST_RUNS = text(
     " ORDER BY created_at DESC, id DESC LIMIT :limit"
 )
 
+# One NOTIFY per statement for the runs it wrote (their "<run_id>:<last_seq>" joined by commas,
+# in payloads that stay under PostgreSQL's 8,000 bytes), not one per run: a notification costs
+# the committing backend and every listening session, and per run it was a sixth of the
+# machine's CPU in a no-op drain. Referenced from the final SELECT, so that it is evaluated.
+_NOTIFY_MANY = (
+    ", notified AS MATERIALIZED ("
+    " SELECT pg_notify('runq_events', string_agg(n.id::text || ':' || n.last_event_seq, ',')) AS sent"
+    " FROM (SELECT id, last_event_seq, (row_number() OVER ()) / 150 AS chunk FROM {rows}) n GROUP BY n.chunk)"
+)
+_NOTIFIED = "(SELECT count(*) FROM notified) >= 0"
+
 _CLAIM_RETURN = (
     ", claimed AS ("
     " UPDATE agent_runs r SET status = 'leased', attempts = r.attempts + 1, lease_id = gen_random_uuid(),"
@@ -196,8 +207,9 @@ _CLAIM_RETURN = (
     " INSERT INTO run_events (run_id, seq, type, data, attempt)"
     " SELECT id, last_event_seq, 'run.started', jsonb_build_object('attempt', attempts), attempts"
     " FROM claimed RETURNING run_id)"
-    " SELECT c.*, ck.state AS resume_state, pg_notify('runq_events', c.id::text || ':' || c.last_event_seq)"
-    " FROM claimed c LEFT JOIN run_checkpoints ck ON ck.run_id = c.id"
+    + _NOTIFY_MANY.format(rows="claimed")
+    + " SELECT c.*, ck.state AS resume_state"
+    f" FROM claimed c LEFT JOIN run_checkpoints ck ON ck.run_id = c.id WHERE {_NOTIFIED}"
 )
 CLAIM_BATCH = text(
     "WITH picked AS ("
@@ -278,7 +290,8 @@ COMPLETE_MANY_IF_LEASED = text(
     " SELECT t.id, t.last_event_seq - e.n - 1 + e.k, e.type, e.data, t.attempts FROM t JOIN e ON e.run_id = t.id"
     " UNION ALL SELECT t.id, t.last_event_seq, 'run.completed', jsonb_build_object('output', t.output), t.attempts"
     " FROM t RETURNING run_id)"
-    " SELECT t.id, t.last_event_seq, pg_notify('runq_events', t.id::text || ':' || t.last_event_seq) FROM t"
+    + _NOTIFY_MANY.format(rows="t")
+    + f" SELECT t.id, t.last_event_seq FROM t WHERE {_NOTIFIED}"
 )
 RETRY_OR_BURY = _transition(
     where=FENCED,

@@ -119,8 +119,9 @@ class EventHub(Generic[P]):
                     future.set_result(result)
 
     def _on_notify(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
-        for wake in self._subscribers.get(payload.partition(":")[0], ()):
-            wake.set()
+        for written in payload.split(","):  # "<run_id>:<last_seq>", one per run the statement wrote
+            for wake in self._subscribers.get(written.partition(":")[0], ()):
+                wake.set()
 
     def _wake_all(self) -> None:
         for waiting in self._subscribers.values():

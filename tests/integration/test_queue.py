@@ -12,10 +12,12 @@ import uuid
 from collections import Counter
 from datetime import timedelta
 
+import asyncpg
 import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.db.engine import asyncpg_dsn
 from app.domain import (
     Claim,
     IdempotencyConflict,
@@ -25,7 +27,7 @@ from app.domain import (
     RunNotFound,
     Status,
 )
-from app.queue import Queue
+from app.queue import EVENTS_CHANNEL, Queue
 
 
 async def enqueue(queue: Queue, **overrides: object) -> uuid.UUID:
@@ -395,6 +397,32 @@ async def test_event_pages_read_many_cursors_with_the_runs_state_in_one_snapshot
     assert "\n" not in live_page.events[1][2]
     assert done_page is not None and done_page.status is Status.DONE and done_page.last_event_seq == 3
     assert [type_ for _, type_, _ in done_page.events] == ["run.queued", "run.started"]  # limit 2
+
+
+async def test_a_claim_and_a_completion_notify_once_for_all_their_runs(queue: Queue, database_url: str) -> None:
+    payloads: list[str] = []
+    all_heard = asyncio.Event()
+
+    def heard(*args: object) -> None:
+        payloads.append(str(args[-1]))
+        if sum(p.count(",") + 1 for p in payloads) >= 320:
+            all_heard.set()
+
+    listener = await asyncpg.connect(asyncpg_dsn(database_url))
+    await listener.add_listener(EVENTS_CHANNEL, heard)
+    try:
+        await queue.enqueue_many(tenant_id="acme", agent="demo", inputs=[{}] * 160)
+        claims = await queue.claim_batch(worker_id="w1", limit=160)
+        await queue.complete_many([(c.run.id, c.lease_id, None, ()) for c in claims])
+        async with asyncio.timeout(10):
+            await all_heard.wait()
+    finally:
+        await listener.close()
+    # 160 runs: two payloads per statement (150 runs at most in one, to stay under 8,000 bytes).
+    assert len(payloads) == 4 and all(len(p) < 8000 for p in payloads)
+    written = [entry.split(":") for p in payloads for entry in p.split(",")]
+    seqs = {(uuid.UUID(run_id), int(seq)) for run_id, seq in written}
+    assert seqs == {(c.run.id, 2) for c in claims} | {(c.run.id, 3) for c in claims}
 
 
 async def test_detach_subscribers_forgets_many_streams_at_once(queue: Queue, engine: AsyncEngine) -> None:
