@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 import time
 import uuid
@@ -39,6 +40,8 @@ from app.domain import (
     RunNotFound,
     Status,
 )
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from app.settings import Settings
@@ -170,6 +173,14 @@ ENQUEUE_MANY = text(
     " SELECT id, 1, 'run.queued', '{}'::jsonb, 0 FROM ins RETURNING run_id)"
     " SELECT (SELECT array_agg(id) FROM ins) AS ids, pg_notify('runq_runs', '')"
 )
+# Statistics that already count a bulk enqueue's runs when it commits. Without them the planner
+# takes the claim's pending set for a row or two and reads and sorts the whole backlog on every
+# claim (6 ms instead of 0.7 ms with 20,000 runs pending) until autovacuum's next ANALYZE; run
+# in the enqueue's own transaction, ANALYZE counts its uncommitted rows.
+ANALYZE_RUNS = text("ANALYZE agent_runs")
+BULK_ANALYZE_MIN_RUNS = 1000
+ANALYZE_LOCK_TIMEOUT = text("SET LOCAL lock_timeout = '500ms'")  # never wait long on autovacuum
+
 GET_BY_IDEMPOTENCY_KEY = text(
     f"SELECT {RUN_COLUMNS}, request_hash FROM agent_runs"
     " WHERE tenant_id = :tenant_id AND idempotency_key = :idempotency_key"
@@ -543,6 +554,19 @@ def _run(row: Any) -> Run:
     )
 
 
+async def _analyze_runs(conn: AsyncConnection) -> None:
+    """ANALYZE ``agent_runs`` inside ``conn``'s transaction, or skip it if that would wait (a
+    running autovacuum holds the lock) or is not allowed (a role that does not own the table)."""
+    try:
+        async with conn.begin_nested():
+            await conn.execute(ANALYZE_LOCK_TIMEOUT)
+            await conn.execute(ANALYZE_RUNS)
+    except DBAPIError as exc:
+        if database_down(exc):
+            raise
+        log.warning("statistics not refreshed after a bulk enqueue: %s", exc.orig)
+
+
 def _events(events: NewEvents) -> dict[str, list[str]]:
     return {"types": [t for t, _ in events], "datas": [_dumps(d) for _, d in events]}
 
@@ -710,6 +734,8 @@ class Queue:
         }
         async with self._tx() as conn:
             ids = (await conn.execute(ENQUEUE_MANY, params)).scalar()
+            if len(inputs) >= BULK_ANALYZE_MIN_RUNS:
+                await _analyze_runs(conn)
         return list(ids or [])
 
     async def get_run(self, run_id: uuid.UUID, *, tenant_id: str | None) -> Run:

@@ -27,7 +27,9 @@ from app.domain import (
     RunNotFound,
     Status,
 )
-from app.queue import EVENTS_CHANNEL, Queue
+from app.queue import CLAIM_BATCH, EVENTS_CHANNEL, Queue
+
+CLAIM_PARAMS = {"worker_id": "w1", "limit": 32, "lease_s": 30.0}
 
 
 async def enqueue(queue: Queue, **overrides: object) -> uuid.UUID:
@@ -516,6 +518,18 @@ async def test_claim_uses_the_partial_index(queue: Queue, engine: AsyncEngine) -
             )
         )
     assert "ix_agent_runs_claim" in plan, plan
+
+
+async def test_a_bulk_enqueue_commits_with_statistics_so_the_claim_walks_its_index(
+    queue: Queue, engine: AsyncEngine
+) -> None:
+    await queue.enqueue_many(tenant_id="acme", agent="demo", inputs=[{}] * 2000)
+    async with engine.connect() as conn:
+        analyzed = (await conn.execute(text("SELECT reltuples FROM pg_class WHERE relname = 'agent_runs'"))).scalar()
+        plan = "\n".join(r[0] for r in await conn.execute(text("EXPLAIN " + str(CLAIM_BATCH)), CLAIM_PARAMS))
+    assert analyzed == 2000
+    # Not a bitmap scan of every pending run and a sort: an ordered walk that stops at the limit.
+    assert "Index Scan using ix_agent_runs_claim" in plan and "Sort" not in plan, plan
 
 
 async def test_list_runs_is_newest_first_with_keyset_cursor(queue: Queue) -> None:
