@@ -75,7 +75,8 @@ def _per_job(
     per job, from pg_stat_statements, without the bench's own polling and ANALYZE."""
     if not after:
         return {}
-    ours = (mine.split(" WHERE")[0], "ANALYZE")
+    # The polling query as pg_stat_statements shows it (constants become $n): up to its subquery.
+    ours = (mine.split(" FROM (")[0] + " FROM (", "ANALYZE")
     delta = {
         q: (n - before.get(q, (0, 0.0))[0], ms - before.get(q, (0, 0.0))[1])
         for q, (n, ms) in after.items()

@@ -72,7 +72,7 @@ async def pgqueuer_drain(
                     env={},
                     ready=(n, IDLE_SESSIONS),
                     enqueue=enqueue,
-                    remaining_sql="SELECT count(*) FROM pgqueuer",
+                    remaining_sql="SELECT count(*) FROM (SELECT 1 FROM pgqueuer LIMIT 1) AS left_",
                     table="pgqueuer",
                     jobs=jobs,
                     timeout_s=max(60.0, jobs / 40),
@@ -103,7 +103,8 @@ async def procrastinate_drain(
                     workers=[[*argv, "--concurrency", str(concurrency)]] * n,
                     env={},
                     enqueue=functools.partial(noop.batch_defer_async, *([{}] * jobs)),
-                    remaining_sql="SELECT count(*) FROM procrastinate_jobs WHERE status IN ('todo', 'doing')",
+                    remaining_sql="SELECT count(*) FROM (SELECT 1 FROM procrastinate_jobs"
+                    " WHERE status IN ('todo', 'doing') LIMIT 1) AS left_",
                     table="procrastinate_jobs",
                     jobs=jobs,
                     timeout_s=max(60.0, jobs / 40),
