@@ -13,7 +13,8 @@ from typing import Any
 
 from app.agents.base import RetryableError, RunContext
 from app.domain import Status
-from app.queue import Queue, _dumps
+from app.queue import Queue
+from app.queue.codec import dumps as _dumps
 from tests.worker_support import check_event_log, enqueue_demo, in_process_worker, wait_finished
 
 AGENTS = {"odd": "tests.integration.test_unstorable_text:OddTextAgent"}

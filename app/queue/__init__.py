@@ -1,0 +1,68 @@
+"""The repository layer: every SQL statement that reads or changes runs and their events.
+
+The API, the worker and the CLI all go through :class:`Queue`; nothing else writes runs. The
+statements are written out whole in ``app/queue/sql/*.sql`` (loaded by :mod:`app.queue.statements`),
+each named after the state change it makes and guarded by the state (and, for a worker, the
+claim's ``lease_id``) it expects. Every transition appends its events in the same statement,
+so a status and the event that announces it commit together, and ``last_event_seq`` on the
+run row hands out gapless sequence numbers under the row lock, in commit order.
+
+Modules by concern: :mod:`~app.queue.runs` (create, read, stop), :mod:`~app.queue.claims`
+(claim, heartbeat), :mod:`~app.queue.events` (log, checkpoint, effects, presence),
+:mod:`~app.queue.finish` (how an attempt ends), :mod:`~app.queue.maintenance` (reaper,
+retention), :mod:`~app.queue.ops` (admin and metrics).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.queue.channels import CANCEL as CANCEL_CHANNEL
+from app.queue.channels import EVENTS as EVENTS_CHANNEL
+from app.queue.channels import RUNS as RUNS_CHANNEL
+from app.queue.claims import CLAIM_BATCH, CLAIM_BATCH_CAPPED, Claims
+from app.queue.codec import NewEvents, request_hash
+from app.queue.events import Events
+from app.queue.finish import COMPLETE_MANY_IF_LEASED, Finish
+from app.queue.maintenance import Maintenance
+from app.queue.ops import QUEUE_DEPTH, Ops, QueueDepth, QueueStats
+from app.queue.runs import Runs
+from app.queue.store import database_down
+
+if TYPE_CHECKING:
+    from app.settings import Settings
+
+__all__ = [
+    "CANCEL_CHANNEL",
+    "CLAIM_BATCH",
+    "CLAIM_BATCH_CAPPED",
+    "COMPLETE_MANY_IF_LEASED",
+    "EVENTS_CHANNEL",
+    "QUEUE_DEPTH",
+    "RUNS_CHANNEL",
+    "NewEvents",
+    "Queue",
+    "QueueDepth",
+    "QueueStats",
+    "database_down",
+    "request_hash",
+]
+
+
+class Queue(Runs, Claims, Events, Finish, Maintenance, Ops):
+    """The queue's operations; each method is one short transaction on its own connection."""
+
+    @classmethod
+    def from_settings(cls, engine: AsyncEngine, settings: Settings) -> Queue:
+        """The queue as configured by ``RUNQ_*`` (the API, the worker and the CLI)."""
+        return cls(
+            engine,
+            lease_s=settings.lease_s,
+            retry_base_s=settings.retry_base_s,
+            retry_max_s=settings.retry_max_s,
+            priority_aging_s=settings.priority_aging_s,
+            tenant_max_inflight=settings.tenant_max_inflight,
+            presence_ttl_s=settings.presence_ttl_s,
+        )

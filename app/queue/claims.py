@@ -1,0 +1,92 @@
+"""The worker's side of a lease: claim runs, and keep them with heartbeats."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import Row
+
+from app.domain import Claim, LeaseCheck
+from app.queue.codec import loads, run_from_row
+from app.queue.statements import statement
+from app.queue.store import Store
+
+CLAIM_BATCH = statement("claim_batch")
+# With in-flight caps: skip tenants at their cap, and within the candidates take no more of a
+# tenant than its remaining room. Capped claims run one at a time (CLAIM_LOCK), so the
+# in-flight counts they read are exact.
+CLAIM_BATCH_CAPPED = statement("claim_batch_capped")
+CLAIM_LOCK = statement("claim_lock")
+HAS_TENANT_LIMITS = statement("has_tenant_limits")
+RENEW_LEASES = statement("renew_leases")
+# For the transactions whose locks others wait on or skip (a heartbeat's renewal holds the rows
+# of all the worker's runs, a reaper pass the reaper's lock): a process that stops between a
+# statement and its COMMIT (SIGSTOP, a VM pause, a blocked event loop) would keep them for as
+# long as it is stopped, and no other worker could reap its runs, or any run. The server ends
+# such a transaction after one lease of idleness instead. SET LOCAL: pooler-safe, this
+# transaction only.
+BOUND_IDLE_TRANSACTION = statement("bound_idle_transaction")
+
+
+class Claims(Store):
+    async def claim_batch(self, *, worker_id: str, limit: int) -> list[Claim]:
+        """Lease up to ``limit`` runs (SKIP LOCKED) and append each one's ``run.started``."""
+        if limit <= 0:
+            return []
+        params = {"worker_id": worker_id, "limit": limit, "lease_s": self.lease_s}
+        capped = await self._caps_apply()
+        rows: list[Row[Any]] = []
+        if capped:
+            async with self._tx() as conn:
+                await conn.execute(CLAIM_LOCK)
+                params |= {"default_cap": self.tenant_max_inflight, "scan": max(limit * 8, 64)}
+                # The window of candidates can hold only tenants that reach their cap within
+                # it (one tenant's backlog, say); look again, with those claims now counted,
+                # so a free slot goes to the next tenant in this round, not a later one.
+                while len(rows) < limit and (
+                    more := (await conn.execute(CLAIM_BATCH_CAPPED, params | {"limit": limit - len(rows)})).all()
+                ):
+                    rows += more
+        else:
+            async with self._statement() as conn:
+                rows += (await conn.execute(CLAIM_BATCH, params)).all()
+        return [
+            Claim(run=run_from_row(r), lease_id=r._mapping["lease_id"], resume_state=loads(r._mapping["resume_state"]))
+            for r in rows
+        ]
+
+    async def _caps_apply(self) -> bool:
+        if self.tenant_max_inflight > 0:
+            return True
+        # Per-tenant overrides are rare; look for them every few seconds, not on every claim.
+        now = time.monotonic()
+        if now - self._limits_checked_at > 5.0:
+            async with self._tx() as conn:
+                self._has_limits = bool((await conn.execute(HAS_TENANT_LIMITS)).scalar())
+            self._limits_checked_at = now
+        return self._has_limits
+
+    async def renew_leases(self, leases: Mapping[uuid.UUID, uuid.UUID]) -> LeaseCheck:
+        """Extend every lease this worker still holds, in one statement.
+
+        Returns the runs whose lease is lost (the worker must stop them and write nothing more)
+        and the runs with a cancel request.
+        """
+        if not leases:
+            return LeaseCheck(lost=frozenset(), cancel_requested=frozenset())
+        ordered = sorted(leases)  # a fixed lock order across workers' batches
+        params = {
+            "run_ids": ordered,
+            "lease_ids": [leases[r] for r in ordered],
+            "lease_s": self.lease_s,
+        }
+        async with self._tx() as conn:
+            await conn.execute(BOUND_IDLE_TRANSACTION, self._idle_bound())
+            rows = (await conn.execute(RENEW_LEASES, params)).all()
+        return LeaseCheck(
+            lost=frozenset(r.run_id for r in rows if not r.kept),
+            cancel_requested=frozenset(r.run_id for r in rows if r.cancel),
+        )

@@ -1,0 +1,88 @@
+"""Values into and out of the queue's statements: JSON PostgreSQL can store, rows as runs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from app.domain import Event, Run, Status
+
+NewEvents = Sequence[tuple[str, Mapping[str, Any]]]
+
+# PostgreSQL's jsonb and text refuse NUL and unpaired surrogates, and a model or a tool can hand
+# an agent either (half of a pair split across two streamed chunks): stored as U+FFFD instead,
+# as the shell tool does for NUL, rather than failing every attempt of the run.
+_UNSTORABLE_IN_JSON = re.compile("\x00|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]")
+_UNSTORABLE_IN_TEXT = re.compile("[\x00\ud800-\udfff]")  # the driver encodes no surrogate at all
+
+
+def _storable(value: Any) -> Any:
+    if isinstance(value, str):
+        return _UNSTORABLE_IN_JSON.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_storable(k): _storable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_storable(v) for v in value]
+    return value
+
+
+def storable_text(value: str) -> str:
+    return _UNSTORABLE_IN_TEXT.sub("\ufffd", value)
+
+
+def dumps(value: Any) -> str:
+    text = json.dumps(value, separators=(",", ":"), default=str)
+    # Both come out as escapes (ensure_ascii): walk the value only when one may be there.
+    if "\\u0000" in text or "\\ud" in text:
+        text = json.dumps(_storable(value), separators=(",", ":"), default=str)
+    return text
+
+
+def loads(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def events_params(events: NewEvents) -> dict[str, list[str]]:
+    """``:types`` and ``:datas``, the two arrays a statement unnests into a run's new events."""
+    return {"types": [t for t, _ in events], "datas": [dumps(d) for _, d in events]}
+
+
+def request_hash(body: Mapping[str, Any]) -> str:
+    """Stable digest of a create request, to tell an idempotent repeat from a conflicting one."""
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def run_from_row(row: Any) -> Run:
+    m = row._mapping
+    return Run(
+        id=m["id"],
+        tenant_id=m["tenant_id"],
+        agent=m["agent"],
+        status=Status(m["status"]),
+        priority=m["priority"],
+        attempts=m["attempts"],
+        max_attempts=m["max_attempts"],
+        input=loads(m["input_json"]),
+        budget=loads(m["budget_json"]),
+        output=loads(m["output"]),
+        available_at=m["available_at"],
+        created_at=m["created_at"],
+        updated_at=m["updated_at"],
+        finished_at=m["finished_at"],
+        cancel_requested_at=m["cancel_requested_at"],
+        cancel_reason=m["cancel_reason"],
+        error_code=m["error_code"],
+        error_message=m["error_message"],
+        on_disconnect=m["on_disconnect"],
+        disconnect_grace_s=m["disconnect_grace_s"],
+        last_event_seq=m["last_event_seq"],
+        locked_by=m["locked_by"],
+        locked_until=m["locked_until"],
+    )
+
+
+def event_from_row(row: Any) -> Event:
+    return Event(seq=row.seq, type=row.type, data=loads(row.data), attempt=row.attempt, created_at=row.created_at)

@@ -1,0 +1,115 @@
+"""A run's event log (append, checkpoint, read, pages for streams), its effect ledger, and the
+presence of the streams that follow it."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from app.domain import Event, EventPage, LeaseLost, Run, Status
+from app.queue.codec import NewEvents, dumps, event_from_row, events_params, loads
+from app.queue.statements import statement
+from app.queue.store import Store
+
+APPEND_EVENTS = statement("append_events")
+SAVE_CHECKPOINT = statement("save_checkpoint")
+READ_EVENTS = statement("read_events")
+# New events of many runs after each run's own cursor, in one statement: what a process that
+# fans one LISTEN out to many streams needs to read once per wake-up, not once per stream.
+READ_EVENTS_MANY = statement("read_events_many")
+READ_EVENT_PAGES = statement("read_event_pages")
+GET_EFFECT = statement("get_effect")
+RECORD_EFFECT = statement("record_effect")
+CHECK_LEASE = statement("check_lease")
+ATTACH_SUBSCRIBER = statement("attach_subscriber")
+TOUCH_SUBSCRIBERS = statement("touch_subscribers")
+DETACH_SUBSCRIBERS = statement("detach_subscribers")
+
+
+class Events(Store):
+    async def append_events(self, *, run_id: uuid.UUID, lease_id: uuid.UUID, events: NewEvents) -> Run:
+        """Append events for a leased run; :class:`LeaseLost` if the claim is no longer ours."""
+        return await self._fenced(APPEND_EVENTS, run_id=run_id, lease_id=lease_id, **events_params(events))
+
+    async def save_checkpoint(
+        self, *, run_id: uuid.UUID, lease_id: uuid.UUID, state: Any, events: NewEvents = ()
+    ) -> Run:
+        """Store the resume state together with the events produced so far, atomically."""
+        return await self._fenced(
+            SAVE_CHECKPOINT, run_id=run_id, lease_id=lease_id, state=dumps(state), **events_params(events)
+        )
+
+    async def read_events(self, run_id: uuid.UUID, *, after: int = 0, limit: int = 1000) -> list[Event]:
+        """Events with ``seq > after`` in order; seqs commit in order, so none can appear later below."""
+        async with self._statement() as conn:
+            rows = (
+                await conn.execute(READ_EVENTS, {"run_id": run_id, "after": after, "limit": limit})
+            ).all()
+        return [event_from_row(r) for r in rows]
+
+    async def read_events_many(self, cursors: Mapping[uuid.UUID, int]) -> dict[uuid.UUID, list[Event]]:
+        """``read_events`` for many runs at once: each run's events after its cursor, in order."""
+        if not cursors:
+            return {}
+        params = {"run_ids": list(cursors), "afters": list(cursors.values())}
+        async with self._tx() as conn:
+            rows = (await conn.execute(READ_EVENTS_MANY, params)).all()
+        events: dict[uuid.UUID, list[Event]] = {run_id: [] for run_id in cursors}
+        for r in rows:
+            events[r.run_id].append(event_from_row(r))
+        return events
+
+    async def read_event_pages(
+        self, cursors: Sequence[tuple[uuid.UUID, int]], *, limit: int
+    ) -> list[EventPage | None]:
+        """For each ``(run_id, after)``: up to ``limit`` events after the cursor and the run's
+        state, all from one snapshot; ``None`` for a run that no longer exists."""
+        if not cursors:
+            return []
+        params = {"run_ids": [c[0] for c in cursors], "afters": [c[1] for c in cursors], "limit": limit}
+        async with self._statement() as conn:
+            rows = (await conn.execute(READ_EVENT_PAGES, params)).all()
+        pages: list[EventPage | None] = [None] * len(cursors)
+        for i, status, last_event_seq, seq, type_, data in rows:
+            page = pages[i - 1]
+            if page is None:
+                page = pages[i - 1] = EventPage(Status(status), last_event_seq, [])
+            if seq is not None:
+                page.events.append((seq, type_, data))
+        return pages
+
+    async def find_effect(self, *, run_id: uuid.UUID, key: str) -> tuple[bool, Any]:
+        """``(found, result)`` from the effect ledger."""
+        async with self._statement() as conn:
+            row = (await conn.execute(GET_EFFECT, {"run_id": run_id, "key": key})).first()
+        return (True, loads(row.result)) if row else (False, None)
+
+    async def record_effect(self, *, run_id: uuid.UUID, lease_id: uuid.UUID, key: str, result: Any) -> None:
+        """Commit an effect record, fenced by the lease."""
+        params = {"run_id": run_id, "lease_id": lease_id, "key": key, "result": dumps(result)}
+        async with self._tx() as conn:
+            if (await conn.execute(RECORD_EFFECT, params)).first() is None and (
+                await conn.execute(CHECK_LEASE, {"run_id": run_id, "lease_id": lease_id})
+            ).first() is None:
+                raise LeaseLost(str(run_id))
+
+    # -- subscriber presence -----------------------------------------------------------------
+
+    async def attach_subscriber(self, *, run_id: uuid.UUID, subscriber_id: uuid.UUID) -> None:
+        async with self._tx() as conn:
+            await conn.execute(ATTACH_SUBSCRIBER, {"run_id": run_id, "subscriber_id": subscriber_id})
+
+    async def touch_subscribers(self, subscriber_ids: Sequence[uuid.UUID]) -> None:
+        if subscriber_ids:
+            async with self._tx() as conn:
+                await conn.execute(TOUCH_SUBSCRIBERS, {"subscriber_ids": list(subscriber_ids)})
+
+    async def detach_subscribers(self, subscribers: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> None:
+        """Forget ``(run_id, subscriber_id)`` pairs whose streams closed, in one statement."""
+        if not subscribers:
+            return
+        ordered = sorted(subscribers)  # a fixed lock order on the runs' rows
+        params = {"run_ids": [s[0] for s in ordered], "subscriber_ids": [s[1] for s in ordered]}
+        async with self._statement() as conn:
+            await conn.execute(DETACH_SUBSCRIBERS, params)

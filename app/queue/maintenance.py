@@ -1,0 +1,51 @@
+"""The reaper's passes: expired leases, abandoned interactive runs, retention."""
+
+from __future__ import annotations
+
+from app.domain import Run
+from app.queue.claims import BOUND_IDLE_TRANSACTION
+from app.queue.codec import events_params, run_from_row
+from app.queue.statements import statement
+from app.queue.store import Store
+
+# FOR UPDATE SKIP LOCKED in each statement plus this advisory lock per pass: one reaper.
+REAPER_LOCK = statement("reaper_lock")
+REAP_EXPIRED = statement("reap_expired")
+FORGET_STALE_SUBSCRIBERS = statement("forget_stale_subscribers")
+CANCEL_ABANDONED_PENDING = statement("cancel_abandoned_pending")
+REQUEST_CANCEL_ABANDONED = statement("request_cancel_abandoned")
+PURGE_FINISHED = statement("purge_finished")
+
+
+class Maintenance(Store):
+    async def reap_expired(self, *, batch: int = 500) -> list[Run]:
+        """Expired leases back to pending / dead / cancelled; one reaper at a time cluster-wide."""
+        params = {"batch": batch, "aging_s": self.aging_s}
+        async with self._tx() as conn:
+            await conn.execute(BOUND_IDLE_TRANSACTION, self._idle_bound())
+            if not (await conn.execute(REAPER_LOCK)).scalar():
+                return []
+            rows = (await conn.execute(REAP_EXPIRED, params)).all()
+        return [run_from_row(r) for r in rows]
+
+    async def cancel_abandoned(self, *, batch: int = 500) -> list[Run]:
+        """Interactive runs nobody has watched for their grace window: cancel, reason ``abandoned``."""
+        params = {
+            "batch": batch,
+            "presence_ttl_s": self.presence_ttl_s,
+            **events_params([("run.cancel_requested", {"reason": "abandoned"})]),
+        }
+        async with self._tx() as conn:
+            await conn.execute(BOUND_IDLE_TRANSACTION, self._idle_bound())
+            if not (await conn.execute(REAPER_LOCK)).scalar():
+                return []
+            await conn.execute(FORGET_STALE_SUBSCRIBERS, {"presence_ttl_s": self.presence_ttl_s})
+            rows = [*(await conn.execute(CANCEL_ABANDONED_PENDING, params)).all()]
+            rows += (await conn.execute(REQUEST_CANCEL_ABANDONED, params)).all()
+        return [run_from_row(r) for r in rows]
+
+    async def purge_finished(self, *, older_than_s: float, batch: int = 500) -> int:
+        """Delete one batch of finished runs (and, by cascade, their events) older than the age."""
+        async with self._tx() as conn:
+            result = await conn.execute(PURGE_FINISHED, {"older_than_s": older_than_s, "batch": batch})
+        return result.rowcount or 0

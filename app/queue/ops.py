@@ -1,0 +1,101 @@
+"""Operators' views and actions: requeue, stats, metrics depth, live leases, tenant caps."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from app.domain import NotRequeueable, Run, RunNotFound, Status
+from app.queue.codec import events_params, run_from_row
+from app.queue.runs import GET_RUN
+from app.queue.statements import statement
+from app.queue.store import Store
+
+REQUEUE = statement("requeue")
+COUNT_BY_STATUS = statement("count_by_status")
+INFLIGHT_BY_TENANT = statement("inflight_by_tenant")
+OLDEST_PENDING_AGE = statement("oldest_pending_age")
+DEAD_SINCE = statement("dead_since")
+QUEUE_DEPTH = statement("queue_depth")
+LIVE_LEASES = statement("live_leases")
+SET_TENANT_LIMIT = statement("set_tenant_limit")
+GET_TENANT_LIMIT = statement("get_tenant_limit")
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    by_status: dict[str, int]
+    inflight_by_tenant: dict[str, int]
+    oldest_pending_age_s: float
+    dead_last_hour: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueDepth:
+    pending: int
+    leased: int
+    oldest_pending_age_s: float
+
+
+class Ops(Store):
+    async def requeue(self, run_id: uuid.UUID) -> Run:
+        """Admin: a dead or cancelled run back to pending at attempt 0, history kept."""
+        params = {"run_id": run_id, "aging_s": self.aging_s, **events_params([("run.queued", {"requeued": True})])}
+        async with self._tx() as conn:
+            row = (await conn.execute(REQUEUE, params)).first()
+            if row is None:
+                exists = (await conn.execute(GET_RUN, {"run_id": run_id, "tenant_id": None})).first()
+        if row is None:
+            raise NotRequeueable(str(run_id)) if exists else RunNotFound(str(run_id))
+        return run_from_row(row)
+
+    async def stats(self, *, dead_window_s: float = 3600.0) -> QueueStats:
+        """Counts by status, in-flight per tenant, oldest runnable pending age, recent dead."""
+        async with self._tx() as conn:
+            counts = {r.status: r.n for r in await conn.execute(COUNT_BY_STATUS)}
+            inflight = {r.tenant_id: r.n for r in await conn.execute(INFLIGHT_BY_TENANT)}
+            oldest = float((await conn.execute(OLDEST_PENDING_AGE)).scalar() or 0)
+            dead = int((await conn.execute(DEAD_SINCE, {"window_s": dead_window_s})).scalar() or 0)
+        return QueueStats(
+            by_status={s.value: counts.get(s.value, 0) for s in Status},
+            inflight_by_tenant=inflight,
+            oldest_pending_age_s=oldest,
+            dead_last_hour=dead,
+        )
+
+    async def queue_depth(self) -> QueueDepth:
+        """Pending and leased counts and the oldest runnable pending age; never reads history."""
+        async with self._tx() as conn:
+            row = (await conn.execute(QUEUE_DEPTH)).one()
+        return QueueDepth(
+            pending=row.pending, leased=row.leased, oldest_pending_age_s=float(row.oldest_pending_age_s)
+        )
+
+    async def live_leases(self) -> dict[str, list[dict[str, Any]]]:
+        """Leased runs grouped by worker id, with lease age and last heartbeat."""
+        async with self._tx() as conn:
+            rows = (await conn.execute(LIVE_LEASES)).all()
+        workers: dict[str, list[dict[str, Any]]] = {}
+        for r in rows:
+            workers.setdefault(r.locked_by, []).append(
+                {
+                    "run_id": r.id,
+                    "tenant_id": r.tenant_id,
+                    "attempt": r.attempts,
+                    "lease_age_s": float(r.lease_age_s or 0),
+                    "heartbeat_at": r.heartbeat_at,
+                    "locked_until": r.locked_until,
+                }
+            )
+        return workers
+
+    async def set_tenant_limit(self, *, tenant_id: str, max_inflight: int) -> None:
+        """Override the in-flight cap of one tenant (0 = no cap)."""
+        async with self._tx() as conn:
+            await conn.execute(SET_TENANT_LIMIT, {"tenant_id": tenant_id, "max_inflight": max_inflight})
+        self._limits_checked_at = float("-inf")
+
+    async def tenant_limit(self, tenant_id: str) -> int | None:
+        async with self._tx() as conn:
+            return (await conn.execute(GET_TENANT_LIMIT, {"tenant_id": tenant_id})).scalar()

@@ -1,0 +1,117 @@
+-- The worker's claims and the heartbeat that keeps them.
+
+-- name: claim_batch
+-- Lease up to :limit runnable runs (SKIP LOCKED), each with a new lease_id and its run.started.
+WITH picked AS (
+    SELECT id FROM agent_runs
+     WHERE status = 'pending' AND available_at <= now() AND cancel_requested_at IS NULL
+     ORDER BY queue_rank, created_at
+     LIMIT :limit
+       FOR UPDATE SKIP LOCKED
+), claimed AS (
+    -- lease_id is new for every claim ever made of a run, so it fences a requeued run too
+    UPDATE agent_runs r
+       SET status = 'leased', attempts = r.attempts + 1, lease_id = gen_random_uuid(),
+           locked_by = :worker_id, locked_until = now() + make_interval(secs => :lease_s),
+           leased_at = now(), heartbeat_at = now(), last_event_seq = r.last_event_seq + 1,
+           updated_at = now()
+      FROM picked
+     WHERE r.id = picked.id
+    RETURNING r.*
+), started AS (
+    INSERT INTO run_events (run_id, seq, type, data, attempt)
+    SELECT id, last_event_seq, 'run.started', jsonb_build_object('attempt', attempts), attempts
+      FROM claimed
+    RETURNING run_id
+), notified AS MATERIALIZED (
+    -- One NOTIFY per 150 runs ("<run_id>:<last_seq>" joined by commas, under 8,000 bytes),
+    -- not one per run: each costs the committing backend and every listening session.
+    SELECT pg_notify('${events_channel}', string_agg(n.id::text || ':' || n.last_event_seq, ',')) AS sent
+      FROM (SELECT id, last_event_seq, (row_number() OVER ()) / 150 AS chunk FROM claimed) n
+     GROUP BY n.chunk
+)
+-- notified is referenced here, so that its NOTIFY is evaluated
+SELECT c.*, ck.state AS resume_state
+  FROM claimed c LEFT JOIN run_checkpoints ck ON ck.run_id = c.id
+ WHERE (SELECT count(*) FROM notified) >= 0;
+
+-- name: claim_batch_capped
+-- claim_batch with in-flight caps: skip tenants at their cap, take no more of one than its room.
+WITH inflight AS (
+    SELECT l.tenant_id, count(*) AS n FROM agent_runs l
+     WHERE l.status = 'leased'
+     GROUP BY l.tenant_id
+), caps AS (
+    SELECT i.tenant_id, i.n, coalesce(tl.max_inflight, :default_cap) AS cap
+      FROM inflight i LEFT JOIN tenant_limits tl ON tl.tenant_id = i.tenant_id
+), candidates AS (
+    -- a window of the queue's head without the tenants already at their cap
+    SELECT r.id, r.tenant_id, r.queue_rank, r.created_at FROM agent_runs r
+     WHERE r.status = 'pending' AND r.available_at <= now() AND r.cancel_requested_at IS NULL
+       AND NOT EXISTS (SELECT 1 FROM caps
+                        WHERE caps.tenant_id = r.tenant_id AND caps.cap > 0 AND caps.n >= caps.cap)
+     ORDER BY r.queue_rank, r.created_at
+     LIMIT :scan
+), ranked AS (
+    -- k numbers each tenant's candidates, so that n + k says whether one still fits
+    SELECT c.id, c.queue_rank, c.created_at, coalesce(caps.n, 0) AS n,
+           coalesce(caps.cap, tl.max_inflight, :default_cap) AS cap,
+           row_number() OVER (PARTITION BY c.tenant_id ORDER BY c.queue_rank, c.created_at) AS k
+      FROM candidates c
+      LEFT JOIN caps ON caps.tenant_id = c.tenant_id
+      LEFT JOIN tenant_limits tl ON tl.tenant_id = c.tenant_id
+), picked AS (
+    SELECT r.id FROM agent_runs r JOIN ranked ON ranked.id = r.id
+     WHERE r.status = 'pending' AND (ranked.cap = 0 OR ranked.n + ranked.k <= ranked.cap)
+     ORDER BY ranked.queue_rank, ranked.created_at
+     LIMIT :limit
+       FOR UPDATE OF r SKIP LOCKED
+), claimed AS (
+    UPDATE agent_runs r
+       SET status = 'leased', attempts = r.attempts + 1, lease_id = gen_random_uuid(),
+           locked_by = :worker_id, locked_until = now() + make_interval(secs => :lease_s),
+           leased_at = now(), heartbeat_at = now(), last_event_seq = r.last_event_seq + 1,
+           updated_at = now()
+      FROM picked
+     WHERE r.id = picked.id
+    RETURNING r.*
+), started AS (
+    INSERT INTO run_events (run_id, seq, type, data, attempt)
+    SELECT id, last_event_seq, 'run.started', jsonb_build_object('attempt', attempts), attempts
+      FROM claimed
+    RETURNING run_id
+), notified AS MATERIALIZED (
+    SELECT pg_notify('${events_channel}', string_agg(n.id::text || ':' || n.last_event_seq, ',')) AS sent
+      FROM (SELECT id, last_event_seq, (row_number() OVER ()) / 150 AS chunk FROM claimed) n
+     GROUP BY n.chunk
+)
+SELECT c.*, ck.state AS resume_state
+  FROM claimed c LEFT JOIN run_checkpoints ck ON ck.run_id = c.id
+ WHERE (SELECT count(*) FROM notified) >= 0;
+
+-- name: claim_lock
+-- Capped claims one at a time, so the in-flight counts they read are exact.
+SELECT pg_advisory_xact_lock(hashtext('runq.claim'));
+
+-- name: has_tenant_limits
+-- Whether any tenant has its own in-flight cap (looked at every few seconds, not per claim).
+SELECT EXISTS (SELECT 1 FROM tenant_limits WHERE max_inflight > 0);
+
+-- name: renew_leases
+-- The heartbeat: extend every lease still held, in one statement; which were lost, which cancelled.
+WITH held AS (
+    SELECT * FROM unnest(CAST(:run_ids AS uuid[]), CAST(:lease_ids AS uuid[])) AS h(run_id, lease_id)
+), renewed AS (
+    UPDATE agent_runs r
+       SET locked_until = now() + make_interval(secs => :lease_s), heartbeat_at = now()
+      FROM held
+     WHERE r.id = held.run_id AND r.lease_id = held.lease_id AND r.status = 'leased'
+    RETURNING r.id, r.cancel_requested_at IS NOT NULL AS cancel_requested
+)
+SELECT held.run_id, renewed.id IS NOT NULL AS kept,
+       coalesce(renewed.cancel_requested, false) AS cancel
+  FROM held LEFT JOIN renewed ON renewed.id = held.run_id;
+
+-- name: bound_idle_transaction
+-- A transaction others wait on ends after one lease of idleness if its process stops (see claims.py).
+SELECT set_config('idle_in_transaction_session_timeout', :ms, true);

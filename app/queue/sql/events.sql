@@ -1,0 +1,113 @@
+-- A run's event log, its checkpoint and effect ledger, and who is following it.
+
+-- name: append_events
+-- Events for a run this worker leases (fenced by its lease_id); followers woken if any.
+WITH t AS (
+    UPDATE agent_runs
+       SET last_event_seq = last_event_seq + cardinality(CAST(:types AS text[])), updated_at = now()
+     WHERE id = :run_id AND lease_id = :lease_id AND status = 'leased'
+    RETURNING *
+), ev AS (
+    -- seqs come from last_event_seq under the row lock: gapless, in commit order
+    INSERT INTO run_events (run_id, seq, type, data, attempt)
+    SELECT t.id, t.last_event_seq - cardinality(CAST(:types AS text[])) + e.ord,
+           e.type, e.data, t.attempts
+      FROM t, unnest(CAST(:types AS text[]), CAST(:datas AS jsonb[]))
+              WITH ORDINALITY AS e(type, data, ord)
+    RETURNING run_id
+)
+SELECT t.*,
+       -- a hundred streams reading nothing is not free: wake them only for something to read
+       (SELECT pg_notify('${events_channel}', t.id::text || ':' || t.last_event_seq)
+         WHERE cardinality(CAST(:types AS text[])) > 0)
+  FROM t;
+
+-- name: save_checkpoint
+-- append_events plus the run's resume state, in one statement (fenced by the lease).
+WITH t AS (
+    UPDATE agent_runs
+       SET last_event_seq = last_event_seq + cardinality(CAST(:types AS text[])), updated_at = now()
+     WHERE id = :run_id AND lease_id = :lease_id AND status = 'leased'
+    RETURNING *
+), ev AS (
+    INSERT INTO run_events (run_id, seq, type, data, attempt)
+    SELECT t.id, t.last_event_seq - cardinality(CAST(:types AS text[])) + e.ord,
+           e.type, e.data, t.attempts
+      FROM t, unnest(CAST(:types AS text[]), CAST(:datas AS jsonb[]))
+              WITH ORDINALITY AS e(type, data, ord)
+    RETURNING run_id
+), ck AS (
+    INSERT INTO run_checkpoints (run_id, state, attempt, event_seq)
+    SELECT t.id, CAST(:state AS jsonb), t.attempts, t.last_event_seq FROM t
+    ON CONFLICT (run_id) DO UPDATE
+       SET state = excluded.state, attempt = excluded.attempt, event_seq = excluded.event_seq,
+           created_at = now()
+    RETURNING run_id
+)
+SELECT t.*,
+       (SELECT pg_notify('${events_channel}', t.id::text || ':' || t.last_event_seq)
+         WHERE cardinality(CAST(:types AS text[])) > 0)
+  FROM t;
+
+-- name: read_events
+-- One run's events after a cursor; seqs commit in order, so none can appear later below it.
+SELECT seq, type, data, attempt, created_at FROM run_events
+ WHERE run_id = :run_id AND seq > :after
+ ORDER BY seq
+ LIMIT :limit;
+
+-- name: read_events_many
+-- Many runs' events, each after its own cursor, in one statement.
+SELECT e.run_id, e.seq, e.type, e.data, e.attempt, e.created_at
+  FROM unnest(CAST(:run_ids AS uuid[]), CAST(:afters AS int[])) AS c(run_id, after)
+  JOIN run_events e ON e.run_id = c.run_id AND e.seq > c.after
+ ORDER BY e.run_id, e.seq;
+
+-- name: read_event_pages
+-- What an API process's streams need after a wake-up, for every (run, cursor) they follow.
+-- Each run's next events (data as JSON text, sent as is) and, from the same snapshot, its
+-- status and last seq, so a stream knows without another read whether more can come.
+SELECT c.i, r.status, r.last_event_seq, e.seq, e.type, e.data::text AS data
+  FROM unnest(CAST(:run_ids AS uuid[]), CAST(:afters AS int[])) WITH ORDINALITY AS c(run_id, after, i)
+  JOIN agent_runs r ON r.id = c.run_id
+  LEFT JOIN LATERAL (SELECT seq, type, data FROM run_events
+                      WHERE run_id = c.run_id AND seq > c.after
+                      ORDER BY seq
+                      LIMIT :limit) e ON true
+ ORDER BY c.i, e.seq;
+
+-- name: get_effect
+-- The effect ledger's record for (run, key), if one committed.
+SELECT result FROM run_effects WHERE run_id = :run_id AND key = :key;
+
+-- name: record_effect
+-- Commit an effect record, fenced by the lease; no row if the key was recorded before or the lease is gone.
+INSERT INTO run_effects (run_id, key, result, attempt)
+SELECT id, :key, CAST(:result AS jsonb), attempts FROM agent_runs
+ WHERE id = :run_id AND lease_id = :lease_id AND status = 'leased'
+ON CONFLICT (run_id, key) DO NOTHING
+RETURNING run_id;
+
+-- name: check_lease
+-- Whether the claim still holds the run (tells a recorded effect from a lost lease).
+SELECT 1 FROM agent_runs WHERE id = :run_id AND lease_id = :lease_id AND status = 'leased';
+
+-- name: attach_subscriber
+-- A stream started following a run (presence for on_disconnect=cancel).
+INSERT INTO run_subscribers (run_id, subscriber_id) VALUES (:run_id, :subscriber_id)
+ON CONFLICT (run_id, subscriber_id) DO UPDATE SET seen_at = now();
+
+-- name: touch_subscribers
+-- The streams of one process are still there.
+UPDATE run_subscribers SET seen_at = now()
+ WHERE subscriber_id = ANY(CAST(:subscriber_ids AS uuid[]));
+
+-- name: detach_subscribers
+-- Streams closed: forget them, and start their runs' grace window now.
+WITH gone AS (
+    DELETE FROM run_subscribers s
+     USING unnest(CAST(:run_ids AS uuid[]), CAST(:subscriber_ids AS uuid[])) AS d(run_id, subscriber_id)
+     WHERE s.run_id = d.run_id AND s.subscriber_id = d.subscriber_id
+    RETURNING s.run_id
+)
+UPDATE agent_runs SET detached_at = now() WHERE id IN (SELECT run_id FROM gone);

@@ -1,0 +1,148 @@
+-- The reaper's passes: expired leases, abandoned interactive runs, retention. Each runs under
+-- reaper_lock (one reaper at a time cluster-wide, per pass) and locks the rows it changes.
+
+-- name: reaper_lock
+-- One reaper per pass: transaction-scoped, so a stalled process never stops reaping.
+SELECT pg_try_advisory_xact_lock(hashtext('runq.reaper'));
+
+-- name: reap_expired
+-- Expired leases back to pending, or dead (lease_expired) once attempts are used up, or
+-- cancelled when a cancel was requested; each with its outcome event; idle workers woken.
+WITH expired AS (
+    SELECT id AS expired_id FROM agent_runs
+     WHERE status = 'leased' AND locked_until < now()
+     ORDER BY locked_until
+     LIMIT :batch
+       FOR UPDATE SKIP LOCKED
+), t AS (
+    UPDATE agent_runs
+       SET status = CASE WHEN cancel_requested_at IS NULL AND attempts < max_attempts THEN 'pending'
+                         WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'
+                         ELSE 'dead' END,
+           available_at = CASE WHEN cancel_requested_at IS NULL AND attempts < max_attempts
+                               THEN now() ELSE available_at END,
+           queue_rank = CASE WHEN cancel_requested_at IS NULL AND attempts < max_attempts
+                             THEN now() - make_interval(secs => priority * CAST(:aging_s AS float8))
+                             ELSE queue_rank END,
+           finished_at = CASE WHEN cancel_requested_at IS NULL AND attempts < max_attempts
+                              THEN NULL ELSE now() END,
+           lease_id = NULL, locked_by = NULL, locked_until = NULL, leased_at = NULL, heartbeat_at = NULL,
+           error_code = CASE WHEN cancel_requested_at IS NULL THEN 'lease_expired' ELSE error_code END,
+           error_message = CASE WHEN cancel_requested_at IS NULL
+                                THEN 'the lease expired before the run finished'
+                                ELSE error_message END,
+           last_event_seq = last_event_seq + 1,
+           updated_at = now()
+      FROM expired
+     WHERE id = expired.expired_id
+    RETURNING agent_runs.*
+), ev AS (
+    INSERT INTO run_events (run_id, seq, type, data, attempt)
+    SELECT t.id, t.last_event_seq,
+           CASE t.status WHEN 'pending' THEN 'run.retrying'
+                         WHEN 'cancelled' THEN 'run.cancelled'
+                         ELSE 'run.failed' END,
+           CASE t.status
+                WHEN 'pending' THEN jsonb_build_object('attempt', t.attempts, 'error_code', t.error_code,
+                                                       'available_at', t.available_at)
+                WHEN 'cancelled' THEN jsonb_build_object('reason', t.cancel_reason)
+                ELSE jsonb_build_object('error_code', t.error_code, 'error_message', t.error_message) END,
+           t.attempts
+      FROM t
+    RETURNING run_id
+)
+SELECT t.*, pg_notify('${events_channel}', t.id::text || ':' || t.last_event_seq),
+       pg_notify('${runs_channel}', '')
+  FROM t;
+
+-- name: forget_stale_subscribers
+-- Subscribers of processes that died without detaching; their runs' grace window starts at last sight.
+WITH stale AS (
+    DELETE FROM run_subscribers
+     WHERE seen_at < now() - make_interval(secs => CAST(:presence_ttl_s AS float8) * 4)
+    RETURNING run_id, seen_at
+)
+UPDATE agent_runs r SET detached_at = greatest(r.detached_at, s.last_seen)
+  FROM (SELECT run_id, max(seen_at) AS last_seen FROM stale GROUP BY run_id) s
+ WHERE r.id = s.run_id;
+
+-- name: cancel_abandoned_pending
+-- Pending interactive runs nobody has watched for their grace window: cancelled (abandoned).
+WITH abandoned AS (
+    SELECT r.id AS abandoned_id FROM agent_runs r
+     WHERE r.on_disconnect = 'cancel' AND r.status = 'pending' AND r.cancel_requested_at IS NULL
+       AND NOT EXISTS (SELECT 1 FROM run_subscribers s
+                        WHERE s.run_id = r.id
+                          AND s.seen_at > now() - make_interval(secs => :presence_ttl_s))
+       -- the grace window counts from creation or from the last subscriber leaving
+       AND greatest(r.created_at, r.detached_at,
+                    (SELECT max(s.seen_at) FROM run_subscribers s WHERE s.run_id = r.id))
+           + make_interval(secs => r.disconnect_grace_s) < now()
+     LIMIT :batch
+       FOR UPDATE SKIP LOCKED
+), t AS (
+    UPDATE agent_runs
+       SET status = 'cancelled', cancel_requested_at = now(), cancel_reason = 'abandoned',
+           finished_at = now(),
+           last_event_seq = last_event_seq + cardinality(CAST(:types AS text[])) + 1,
+           updated_at = now()
+      FROM abandoned
+     WHERE id = abandoned.abandoned_id
+    RETURNING agent_runs.*
+), ev AS (
+    INSERT INTO run_events (run_id, seq, type, data, attempt)
+    SELECT t.id, t.last_event_seq - 1 - cardinality(CAST(:types AS text[])) + e.ord,
+           e.type, e.data, t.attempts
+      FROM t, unnest(CAST(:types AS text[]), CAST(:datas AS jsonb[]))
+              WITH ORDINALITY AS e(type, data, ord)
+    UNION ALL
+    SELECT t.id, t.last_event_seq, 'run.cancelled', jsonb_build_object('reason', t.cancel_reason), t.attempts
+      FROM t
+    RETURNING run_id
+)
+SELECT t.*, pg_notify('${events_channel}', t.id::text || ':' || t.last_event_seq) FROM t;
+
+-- name: request_cancel_abandoned
+-- Leased interactive runs nobody has watched for their grace window: cancel requested (abandoned).
+WITH abandoned AS (
+    SELECT r.id AS abandoned_id FROM agent_runs r
+     WHERE r.on_disconnect = 'cancel' AND r.status = 'leased' AND r.cancel_requested_at IS NULL
+       AND NOT EXISTS (SELECT 1 FROM run_subscribers s
+                        WHERE s.run_id = r.id
+                          AND s.seen_at > now() - make_interval(secs => :presence_ttl_s))
+       AND greatest(r.created_at, r.detached_at,
+                    (SELECT max(s.seen_at) FROM run_subscribers s WHERE s.run_id = r.id))
+           + make_interval(secs => r.disconnect_grace_s) < now()
+     LIMIT :batch
+       FOR UPDATE SKIP LOCKED
+), t AS (
+    UPDATE agent_runs
+       SET cancel_requested_at = now(), cancel_reason = 'abandoned',
+           last_event_seq = last_event_seq + cardinality(CAST(:types AS text[])),
+           updated_at = now()
+      FROM abandoned
+     WHERE id = abandoned.abandoned_id
+    RETURNING agent_runs.*
+), ev AS (
+    INSERT INTO run_events (run_id, seq, type, data, attempt)
+    SELECT t.id, t.last_event_seq - cardinality(CAST(:types AS text[])) + e.ord,
+           e.type, e.data, t.attempts
+      FROM t, unnest(CAST(:types AS text[]), CAST(:datas AS jsonb[]))
+              WITH ORDINALITY AS e(type, data, ord)
+    RETURNING run_id
+)
+SELECT t.*, pg_notify('${events_channel}', t.id::text || ':' || t.last_event_seq),
+       pg_notify('${cancel_channel}', t.id::text)
+  FROM t;
+
+-- name: purge_finished
+-- Retention: one batch of finished runs older than the age (their events go by cascade).
+WITH old AS (
+    SELECT id FROM agent_runs
+     WHERE status IN ('done', 'dead', 'cancelled')
+       AND finished_at < now() - make_interval(secs => :older_than_s)
+     ORDER BY finished_at
+     LIMIT :batch
+       FOR UPDATE SKIP LOCKED
+)
+DELETE FROM agent_runs WHERE id IN (SELECT id FROM old);

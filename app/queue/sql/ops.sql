@@ -1,0 +1,71 @@
+-- Operators' statements: requeue, the admin views, the metrics, tenant caps.
+
+-- name: requeue
+-- Admin: a dead or cancelled run back to pending at attempt 0 with run.queued, history kept.
+WITH t AS (
+    UPDATE agent_runs
+       SET status = 'pending', attempts = 0, available_at = now(),
+           queue_rank = now() - make_interval(secs => priority * CAST(:aging_s AS float8)),
+           finished_at = NULL, output = NULL, cancel_requested_at = NULL, cancel_reason = NULL,
+           error_code = NULL, error_message = NULL, detached_at = NULL,
+           last_event_seq = last_event_seq + cardinality(CAST(:types AS text[])),
+           updated_at = now()
+     WHERE id = :run_id AND status IN ('dead', 'cancelled')
+    RETURNING *
+), ev AS (
+    INSERT INTO run_events (run_id, seq, type, data, attempt)
+    SELECT t.id, t.last_event_seq - cardinality(CAST(:types AS text[])) + e.ord,
+           e.type, e.data, t.attempts
+      FROM t, unnest(CAST(:types AS text[]), CAST(:datas AS jsonb[]))
+              WITH ORDINALITY AS e(type, data, ord)
+    RETURNING run_id
+)
+SELECT t.*, pg_notify('${events_channel}', t.id::text || ':' || t.last_event_seq),
+       pg_notify('${runs_channel}', '')
+  FROM t;
+
+-- name: count_by_status
+-- Runs per status (admin stats).
+SELECT status, count(*) AS n FROM agent_runs GROUP BY status;
+
+-- name: inflight_by_tenant
+-- Leased runs per tenant (admin stats).
+SELECT tenant_id, count(*) AS n FROM agent_runs
+ WHERE status = 'leased'
+ GROUP BY tenant_id
+ ORDER BY tenant_id;
+
+-- name: oldest_pending_age
+-- Seconds the oldest runnable pending run has waited.
+SELECT coalesce(extract(epoch FROM now() - min(available_at)), 0) FROM agent_runs
+ WHERE status = 'pending' AND available_at <= now();
+
+-- name: dead_since
+-- Runs that went dead within the window.
+SELECT count(*) FROM agent_runs
+ WHERE status = 'dead' AND finished_at > now() - make_interval(secs => CAST(:window_s AS float8));
+
+-- name: queue_depth
+-- Every /metrics scrape: the live part of the queue only, through the partial indexes, so a
+-- scrape costs the same with millions of finished runs as with none.
+SELECT (SELECT count(*) FROM agent_runs WHERE status = 'pending') AS pending,
+       (SELECT count(*) FROM agent_runs WHERE status = 'leased') AS leased,
+       (SELECT coalesce(extract(epoch FROM now() - min(available_at)), 0) FROM agent_runs
+         WHERE status = 'pending' AND available_at <= now()) AS oldest_pending_age_s;
+
+-- name: live_leases
+-- Leased runs by worker, with lease age and last heartbeat (admin workers view).
+SELECT locked_by, id, tenant_id, attempts, extract(epoch FROM now() - leased_at) AS lease_age_s,
+       heartbeat_at, locked_until
+  FROM agent_runs
+ WHERE status = 'leased'
+ ORDER BY locked_by, leased_at;
+
+-- name: set_tenant_limit
+-- One tenant's own in-flight cap (0 = no cap).
+INSERT INTO tenant_limits (tenant_id, max_inflight) VALUES (:tenant_id, :max_inflight)
+ON CONFLICT (tenant_id) DO UPDATE SET max_inflight = excluded.max_inflight, updated_at = now();
+
+-- name: get_tenant_limit
+-- One tenant's own in-flight cap, if set.
+SELECT max_inflight FROM tenant_limits WHERE tenant_id = :tenant_id;

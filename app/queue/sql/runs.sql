@@ -1,0 +1,117 @@
+-- The API's statements about a run as a whole: create it, read it, list them, ask it to stop.
+
+-- name: enqueue
+-- A pending run and its run.queued (seq 1); no row when the tenant's idempotency key is taken.
+WITH ins AS (
+    INSERT INTO agent_runs (tenant_id, agent, priority, max_attempts, available_at, queue_rank,
+                            input_json, budget_json, idempotency_key, request_hash,
+                            on_disconnect, disconnect_grace_s, last_event_seq)
+    VALUES (:tenant_id, :agent, :priority, :max_attempts,
+            now() + make_interval(secs => :delay_s),
+            -- queue_rank is available_at minus priority x aging: one ascending key, one index
+            now() + make_interval(secs => :delay_s)
+                - make_interval(secs => CAST(:priority AS int) * CAST(:aging_s AS float8)),
+            CAST(:input AS jsonb), CAST(:budget AS jsonb), :idempotency_key, :request_hash,
+            :on_disconnect, :disconnect_grace_s, 1)
+    ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING *
+), queued AS (
+    INSERT INTO run_events (run_id, seq, type, data, attempt)
+    SELECT id, 1, 'run.queued', '{}'::jsonb, 0 FROM ins
+    RETURNING run_id
+)
+SELECT ins.*, pg_notify('${runs_channel}', '') FROM ins;
+
+-- name: enqueue_many
+-- Many pending runs of one agent, each with its run.queued; one NOTIFY wakes idle workers once.
+WITH ins AS (
+    INSERT INTO agent_runs (tenant_id, agent, priority, max_attempts, available_at, queue_rank,
+                            input_json, last_event_seq)
+    SELECT :tenant_id, :agent, :priority, :max_attempts,
+           now() + make_interval(secs => :delay_s),
+           now() + make_interval(secs => :delay_s)
+               - make_interval(secs => CAST(:priority AS int) * CAST(:aging_s AS float8)),
+           i.input, 1
+      FROM unnest(CAST(:inputs AS jsonb[])) WITH ORDINALITY AS i(input, ord)
+     ORDER BY i.ord
+    RETURNING id
+), queued AS (
+    INSERT INTO run_events (run_id, seq, type, data, attempt)
+    SELECT id, 1, 'run.queued', '{}'::jsonb, 0 FROM ins
+    RETURNING run_id
+)
+SELECT (SELECT array_agg(id) FROM ins) AS ids, pg_notify('${runs_channel}', '');
+
+-- name: analyze_runs
+-- Fresh statistics after a bulk enqueue, counting its uncommitted rows (see runs.py).
+ANALYZE agent_runs;
+
+-- name: analyze_lock_timeout
+-- The ANALYZE never waits long on an autovacuum holding the table's lock.
+SET LOCAL lock_timeout = '500ms';
+
+-- name: get_by_idempotency_key
+-- The run an earlier request with this idempotency key created, with its request digest.
+SELECT * FROM agent_runs
+ WHERE tenant_id = :tenant_id AND idempotency_key = :idempotency_key;
+
+-- name: get_run
+-- One run; a null tenant (admin, worker) sees every tenant's runs.
+SELECT * FROM agent_runs
+ WHERE id = :run_id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id);
+
+-- name: list_runs
+-- Newest first, after the keyset cursor (created_at, id) of the last row seen.
+SELECT * FROM agent_runs
+ WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+   AND (CAST(:status AS text) IS NULL OR status = :status)
+   AND (created_at, id) < (:before_at, :before_id)
+ ORDER BY created_at DESC, id DESC
+ LIMIT :limit;
+
+-- name: cancel_pending
+-- Stop for a pending run: cancelled at once, with its run.cancel_requested and run.cancelled.
+WITH t AS (
+    UPDATE agent_runs
+       SET status = 'cancelled', cancel_requested_at = now(), cancel_reason = :reason,
+           finished_at = now(),
+           last_event_seq = last_event_seq + cardinality(CAST(:types AS text[])) + 1,
+           updated_at = now()
+     WHERE id = :run_id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+       AND status = 'pending'
+    RETURNING *
+), ev AS (
+    INSERT INTO run_events (run_id, seq, type, data, attempt)
+    SELECT t.id, t.last_event_seq - 1 - cardinality(CAST(:types AS text[])) + e.ord,
+           e.type, e.data, t.attempts
+      FROM t, unnest(CAST(:types AS text[]), CAST(:datas AS jsonb[]))
+              WITH ORDINALITY AS e(type, data, ord)
+    UNION ALL
+    SELECT t.id, t.last_event_seq, 'run.cancelled',
+           jsonb_build_object('reason', t.cancel_reason), t.attempts
+      FROM t
+    RETURNING run_id
+)
+SELECT t.*, pg_notify('${events_channel}', t.id::text || ':' || t.last_event_seq) FROM t;
+
+-- name: request_cancel_leased
+-- Stop for a leased run only asks: the worker holding it finishes it (woken on the cancel channel).
+WITH t AS (
+    UPDATE agent_runs
+       SET cancel_requested_at = now(), cancel_reason = :reason,
+           last_event_seq = last_event_seq + cardinality(CAST(:types AS text[])),
+           updated_at = now()
+     WHERE id = :run_id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+       AND status = 'leased' AND cancel_requested_at IS NULL
+    RETURNING *
+), ev AS (
+    INSERT INTO run_events (run_id, seq, type, data, attempt)
+    SELECT t.id, t.last_event_seq - cardinality(CAST(:types AS text[])) + e.ord,
+           e.type, e.data, t.attempts
+      FROM t, unnest(CAST(:types AS text[]), CAST(:datas AS jsonb[]))
+              WITH ORDINALITY AS e(type, data, ord)
+    RETURNING run_id
+)
+SELECT t.*, pg_notify('${events_channel}', t.id::text || ':' || t.last_event_seq),
+       pg_notify('${cancel_channel}', t.id::text)
+  FROM t;

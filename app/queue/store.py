@@ -1,0 +1,99 @@
+"""What every part of the queue shares: its settings, its connections, its fenced write."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from sqlalchemy import TextClause
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from app.domain import DatabaseUnavailable, LeaseLost, Run
+from app.queue.codec import run_from_row
+
+_DB_ERRORS = (OSError, InterfaceError, OperationalError)
+# A server going away, restarting or not taking connections yet: connection exceptions (class
+# 08), admin/crash shutdown and "cannot connect now" (57P01-57P03), too many connections. The
+# asyncpg dialect wraps these as a plain DBAPIError, with the SQLSTATE on ``orig``.
+_UNAVAILABLE_SQLSTATES = ("08", "57P01", "57P02", "57P03", "53300")
+
+
+def database_down(exc: DBAPIError) -> bool:
+    """Whether ``exc`` means PostgreSQL cannot be reached now (retry later), not a bad statement."""
+    sqlstate = getattr(exc.orig, "sqlstate", None) or ""
+    return (
+        exc.connection_invalidated
+        or isinstance(exc, _DB_ERRORS)
+        or sqlstate.startswith(_UNAVAILABLE_SQLSTATES)
+    )
+
+
+class Store:
+    """The queue's configuration and connections; each concern's statements build on it."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        lease_s: float = 30.0,
+        retry_base_s: float = 5.0,
+        retry_max_s: float = 300.0,
+        priority_aging_s: float = 60.0,
+        tenant_max_inflight: int = 0,
+        presence_ttl_s: float = 15.0,
+    ) -> None:
+        self.engine = engine
+        self.lease_s = lease_s
+        self.retry_base_s = retry_base_s
+        self.retry_max_s = retry_max_s
+        self.aging_s = priority_aging_s
+        self.tenant_max_inflight = tenant_max_inflight
+        self.presence_ttl_s = presence_ttl_s
+        self._limits_checked_at = float("-inf")
+        self._has_limits = False
+
+    @asynccontextmanager
+    async def _tx(self) -> AsyncIterator[AsyncConnection]:
+        """A transaction; connection failures surface as :class:`DatabaseUnavailable`."""
+        try:
+            async with self.engine.begin() as conn:
+                yield conn
+        except DBAPIError as exc:
+            if database_down(exc):
+                raise DatabaseUnavailable(str(exc.orig)) from exc
+            raise
+        except _DB_ERRORS as exc:
+            raise DatabaseUnavailable(str(exc)) from exc
+
+    @asynccontextmanager
+    async def _statement(self) -> AsyncIterator[AsyncConnection]:
+        """For one statement in autocommit, without BEGIN/COMMIT round trips on the hot paths.
+
+        A statement is atomic on its own: a transition's CTEs (status, events, checkpoint,
+        NOTIFY) commit together, and a read sees one snapshot.
+        """
+        try:
+            async with self.engine.connect() as conn:
+                yield await conn.execution_options(isolation_level="AUTOCOMMIT")
+        except DBAPIError as exc:
+            if database_down(exc):
+                raise DatabaseUnavailable(str(exc.orig)) from exc
+            raise
+        except _DB_ERRORS as exc:
+            raise DatabaseUnavailable(str(exc)) from exc
+
+    def _idle_bound(self) -> dict[str, str]:
+        """``:ms`` for bound_idle_transaction: one lease of idleness."""
+        return {"ms": str(max(int(self.lease_s * 1000), 1))}
+
+    async def _fenced(self, statement: TextClause, *, run_id: uuid.UUID, lease_id: uuid.UUID, **params: Any) -> Run:
+        """Run a statement guarded by ``status='leased'`` and the claim's ``lease_id``; no row
+        back means the lease is lost, and :class:`LeaseLost` says so."""
+        async with self._statement() as conn:
+            row = (await conn.execute(statement, {"run_id": run_id, "lease_id": lease_id, **params})).first()
+        if row is None:
+            raise LeaseLost(str(run_id))
+        return run_from_row(row)
