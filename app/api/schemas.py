@@ -139,6 +139,9 @@ class EventOut(BaseModel):
 
 class EventPage(BaseModel):
     items: list[EventOut]
+    next_after: int | None = Field(
+        description="pass back as ?after= for the next page; null once this page reached the last stored event"
+    )
 
 
 class StreamToken(BaseModel):
