@@ -473,6 +473,10 @@ PURGE_FINISHED = text(
     " ORDER BY finished_at LIMIT :batch FOR UPDATE SKIP LOCKED)"
     " DELETE FROM agent_runs WHERE id IN (SELECT id FROM old)"
 )
+COUNT_PURGEABLE = text(
+    "SELECT count(*) FROM agent_runs WHERE status IN ('done', 'dead', 'cancelled')"
+    " AND finished_at < now() - make_interval(secs => :older_than_s)"
+)
 
 _INFINITY = datetime.max.replace(tzinfo=UTC)
 _DB_ERRORS = (OSError, InterfaceError, OperationalError)
@@ -1061,6 +1065,11 @@ class Queue:
         async with self._tx() as conn:
             result = await conn.execute(PURGE_FINISHED, {"older_than_s": older_than_s, "batch": batch})
         return result.rowcount or 0
+
+    async def count_purgeable(self, *, older_than_s: float) -> int:
+        """How many runs ``purge_finished`` would delete (``runq purge --dry-run``)."""
+        async with self._statement() as conn:
+            return int((await conn.execute(COUNT_PURGEABLE, {"older_than_s": older_than_s})).scalar_one())
 
     # -- subscriber presence -----------------------------------------------------------------
 
