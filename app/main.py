@@ -22,7 +22,7 @@ from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.agents.base import load_agents
-from app.api import admin, health, runs, ui
+from app.api import admin, docs, health, runs, ui
 from app.api.deps import Runtime
 from app.api.limits import BodySizeLimit
 from app.api.presence import Presence
@@ -96,12 +96,14 @@ def create_app(settings: Settings | None = None, *, sse_ping_s: float = 10.0) ->
         summary="A control plane for long-running AI agent runs",
         version="0.1.0",
         lifespan=lifespan,
+        redoc_url=None,  # app/api/docs.py serves it, with a policy against ReDoc's CDN logo
     )
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.include_router(runs.router)
     app.include_router(admin.router)
     app.include_router(health.router)
     app.include_router(ui.router)
+    app.include_router(docs.router)
     _add_problem_handlers(app)
     return app
 
