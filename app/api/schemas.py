@@ -1,4 +1,4 @@
-"""Request and response bodies (DESIGN.md §2) as pydantic models."""
+"""Request and response bodies (docs/contract.md, section 2) as pydantic models."""
 
 from __future__ import annotations
 
