@@ -34,7 +34,9 @@ FAST = {
     "RUNQ_HEARTBEAT_S": "0.5",
     "RUNQ_POLL_S": "0.2",
     "RUNQ_REAPER_S": "0.5",
-    "RUNQ_SHUTDOWN_GRACE_S": "2",
+    # Longer than the 15 s after which `runq dev` used to kill its worker: a run in flight at
+    # Ctrl-C must be released, not left leased for a whole lease after the restart.
+    "RUNQ_SHUTDOWN_GRACE_S": "16",
     "RUNQ_LOG_LEVEL": "warning",
 }
 
@@ -109,11 +111,12 @@ def _runq(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_second_terminal_uses_the_dev_database(project: Path) -> None:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    out = project / "dev.out"
-    with open(out, "w") as stdout:
+    out, err = project / "dev.out", project / "dev.err"
+    with open(out, "w") as stdout, open(err, "w") as stderr:
         dev = subprocess.Popen(
-            [RUNQ, "dev", "--port", str(port), "--concurrency", "1"], cwd=project, env=_env(), stdout=stdout
-        )
+            [RUNQ, "dev", "--port", str(port), "--concurrency", "1"],
+            cwd=project, env=_env(), stdout=stdout, stderr=stderr,
+        )  # fmt: skip
     watch = ReadyWatch(f"{base}/readyz")
     watcher = threading.Thread(target=watch.run)
     worker: subprocess.Popen[bytes] | None = None
@@ -150,8 +153,12 @@ def test_second_terminal_uses_the_dev_database(project: Path) -> None:
                 90,
                 "every run done",
             )
-        assert _stop(worker) == 0
-        assert dev.poll() is None, "runq dev exited while the second terminal was busy"
+            assert _stop(worker) == 0
+            assert dev.poll() is None, "runq dev exited while the second terminal was busy"
+            # In flight at Ctrl-C: longer than the grace, so the worker releases it at the end.
+            long = client.post("/runs", headers=tenant, json={"agent": "demo", "input": {"steps": 200, "step_s": 0.2}})
+            long_id = long.json()["id"]
+            _wait(lambda: client.get(f"/runs/{long_id}", headers=tenant).json()["status"] == "leased", 30, "leased")
     finally:
         watch.stop()
         if watcher.is_alive():
@@ -161,5 +168,11 @@ def test_second_terminal_uses_the_dev_database(project: Path) -> None:
         code = _stop(dev, timeout=60)
     assert watch.checks > 0 and not watch.failures, f"/readyz failed {len(watch.failures)} times: {watch.failures[:5]}"
     assert code == 0
+    assert "the worker has up to 16 s (RUNQ_SHUTDOWN_GRACE_S)" in err.read_text()
     assert not (project / ".runq" / "server.json").exists()
     assert not server_pids(project / ".runq" / "pgdata"), "runq dev left its server running"
+    # No server runs now: this command starts one on the data for itself, and stops it again.
+    shown = _runq(elsewhere, "runs", "show", long_id, "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert '"status": "pending"' in shown.stdout and '"locked_by": null' in shown.stdout
+    assert not server_pids(project / ".runq" / "pgdata")
