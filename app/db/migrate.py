@@ -26,8 +26,9 @@ def upgrade(url: str) -> list[str]:
     applied: list[str] = []
 
     def record(*, step: MigrationInfo, **_: Any) -> None:
-        script = step.up_revision
-        applied.append(f"{step.up_revision_id}: {script.doc if script is not None else ''}")
+        # up_revision is the migration's Script (typed as its base, Revision), whose doc is
+        # the first paragraph of the file's docstring.
+        applied.append(f"{step.up_revision_id}: {getattr(step.up_revision, 'doc', '')}")
 
     config = alembic_config(url)
     config.attributes["on_version_apply"] = record
