@@ -23,6 +23,7 @@ import httpx
 from app.api.keys import create_key
 from app.db.migrate import upgrade
 from app.db.runtime import Database, open_database
+from app.redact import redact
 from app.settings import Settings
 
 DEV_TENANT = "dev"
@@ -154,7 +155,7 @@ def _banner(base: str, key: str, db: Database) -> str:
     activate = Path(runq).parent / "activate"
     return f"""
 runq dev is up: API {base} (docs at {base}/docs, UI at {base}/ui), one worker.
-Database: {db.url} (data in {db.data_dir})
+Database: {redact(db.url)}{f" (data in {db.data_dir})" if db.data_dir else ""}
 
   export RUNQ_KEY={key}
 

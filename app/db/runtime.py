@@ -129,7 +129,9 @@ def open_database(settings: Settings, *, create: bool = False, command: str) -> 
     finally:
         if db.server is not None:
             with _locked(folder):
-                (folder / RECORD_FILE).unlink(missing_ok=True)
+                record = _read_record(folder)
+                if record is not None and record.pid == os.getpid():  # not a successor's
+                    (folder / RECORD_FILE).unlink()
                 db.server.stop()
 
 
