@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -34,6 +35,13 @@ STOP_MARGIN_S = 5.0  # beyond the worker's grace, for releasing leases and exiti
 
 def run_dev(settings: Settings, *, host: str, port: int, concurrency: int) -> int:
     """Run everything in the foreground until interrupted; the exit status of the session."""
+    if not _port_free(host, port):
+        print(
+            f"runq dev: port {port} on {host} is in use; pick another with `make run PORT=8080`"
+            " (or `runq dev --port 8080`)",
+            file=sys.stderr,
+        )
+        return 1
     stop = _StopSignal()
     with open_database(settings, create=True, command="runq dev") as db:
         if db.served_by is not None:
@@ -86,6 +94,17 @@ def _supervise(children: Mapping[str, subprocess.Popen[bytes]], db: Database, st
             return 1
         time.sleep(0.2)
     return 0
+
+
+def _port_free(host: str, port: int) -> bool:
+    """Whether the API could listen there now (uvicorn sets SO_REUSEADDR too)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 class _StopSignal:
