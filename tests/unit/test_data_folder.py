@@ -22,7 +22,7 @@ def test_the_project_root_is_found_from_a_subfolder(tmp_path: Path, monkeypatch:
     deep.mkdir(parents=True)
     monkeypatch.chdir(deep)
     assert project_root(deep) == tmp_path
-    assert data_dir(Settings(data_dir=None)) == tmp_path / ".runq"
+    assert data_dir(Settings(data_dir=None, database_url=None)) == tmp_path / ".runq"
     assert data_dir(Settings(data_dir=str(tmp_path / "elsewhere"))) == tmp_path / "elsewhere"
 
 
@@ -31,12 +31,13 @@ def test_outside_any_project_the_checkout_runq_runs_from_is_used(
 ) -> None:
     monkeypatch.chdir(tmp_path)  # /tmp holds no pyproject.toml or .git above it
     assert project_root(tmp_path) is None
-    assert data_dir(Settings(data_dir=None)) == ROOT / ".runq"
+    assert data_dir(Settings(data_dir=None, database_url=None)) == ROOT / ".runq"
 
 
 def test_no_database_is_one_line_and_creates_nothing(tmp_path: Path) -> None:
     folder = tmp_path / "data"
-    with pytest.raises(NoDatabase, match="start one with `runq dev`"), database(Settings(data_dir=str(folder))):
+    settings = Settings(data_dir=str(folder), database_url=None)
+    with pytest.raises(NoDatabase, match="start one with `runq dev`"), database(settings):
         pass
     assert not folder.exists()
 
