@@ -6,8 +6,12 @@ import json
 import os
 import subprocess
 import sys
+import uuid
+
+from sqlalchemy.engine import make_url
 
 from app.queue import Queue
+from tests.conftest import _admin
 
 
 def runq(database_url: str, *args: str, **env_vars: str) -> subprocess.CompletedProcess[str]:
@@ -112,3 +116,14 @@ def test_help_is_plain_text() -> None:
     for args in ((), ("runs",), ("keys",), ("purge",), ("dev",)):
         text = runq("postgresql://unused@127.0.0.1:9/x", *args, "--help").stdout
         assert text and "``" not in text and ":func:" not in text, text
+
+
+def test_an_unmigrated_database_says_to_migrate(server_url: str) -> None:
+    name = f"runq_empty_{uuid.uuid4().hex[:8]}"
+    _admin(server_url, f'CREATE DATABASE "{name}"')
+    try:
+        empty = make_url(server_url).set(database=name).render_as_string(hide_password=False)
+        result = runq(empty, "stats")
+        assert (result.returncode, result.stderr) == (1, "runq: the database has no runq tables yet: run `runq migrate`\n")
+    finally:
+        _admin(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
