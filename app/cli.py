@@ -1,4 +1,9 @@
-"""The ``runq`` command line."""
+"""runq: a control plane for long-running AI agent runs, on PostgreSQL.
+
+Without RUNQ_DATABASE_URL every command uses the embedded PostgreSQL of the project's data
+folder (.runq/ at the project root, or RUNQ_DATA_DIR); while `runq dev` runs, that is its
+server. Errors are one line on stderr (--debug shows the traceback).
+"""
 
 from __future__ import annotations
 
@@ -9,54 +14,66 @@ import sys
 import uuid
 from collections.abc import Sequence
 
-from app.console import parse_duration, print_json, print_table
+from app.console import describe_error, parse_duration, print_json, print_table
 from app.db.engine import create_engine
-from app.domain import QueueError, Status
+from app.domain import Status
 from app.queue import Queue
-from app.settings import get_settings
+from app.settings import Settings, get_settings
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="runq", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="runq", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    sub.add_parser("migrate", help="apply the database migrations")
+    sub.add_parser("migrate", help="apply the database migrations and list what was applied")
 
     api = sub.add_parser("api", help="serve the HTTP API")
     api.add_argument("--host", default="127.0.0.1")
     api.add_argument("--port", type=int, default=8000)
 
     worker = sub.add_parser("worker", help="run a worker process (no web server)")
-    worker.add_argument("--concurrency", type=int, default=4)
+    worker.add_argument("--concurrency", type=int, default=4, help="run slots (default 4)")
 
-    dev = sub.add_parser("dev", help="embedded PostgreSQL + migrate + API + one worker")
+    dev = sub.add_parser("dev", help="embedded PostgreSQL, migrations, the API and one worker")
     dev.add_argument("--host", default="127.0.0.1")
     dev.add_argument("--port", type=int, default=8000)
-    dev.add_argument("--concurrency", type=int, default=4)
+    dev.add_argument("--concurrency", type=int, default=4, help="the worker's run slots")
 
     keys = sub.add_parser("keys", help="API keys").add_subparsers(dest="keys_command", required=True)
-    create = keys.add_parser("create", help="create a key and print it once")
+    create = keys.add_parser("create", help="create a key and print it (the only time it is shown)")
     create.add_argument("--tenant", required=True)
-    create.add_argument("--admin", action="store_true")
+    create.add_argument("--admin", action="store_true", help="the key also reaches /admin")
+    listing = keys.add_parser("list", help="keys by id and prefix (never the key itself)")
+    listing.add_argument("--tenant")
+    revoke = keys.add_parser("revoke", help="revoke a key; API processes refuse it within 10 s")
+    revoke.add_argument("key", help="the key's id or prefix, as `runq keys list` shows them")
+    for command in keys.choices.values():
+        command.add_argument("--json", action="store_true", help="machine-readable output")
 
     runs = sub.add_parser("runs", help="inspect and act on runs (operators)")
     runs_sub = runs.add_subparsers(dest="runs_command", required=True)
-    listing = runs_sub.add_parser("list", help="newest first")
-    listing.add_argument("--status", choices=[s.value for s in Status])
-    listing.add_argument("--tenant")
-    listing.add_argument("--limit", type=int, default=50)
-    for name in ("show", "cancel", "requeue"):
-        runs_sub.add_parser(name).add_argument("run_id", type=uuid.UUID)
+    runs_list = runs_sub.add_parser("list", help="newest first")
+    runs_list.add_argument("--status", choices=[s.value for s in Status])
+    runs_list.add_argument("--tenant")
+    runs_list.add_argument("--limit", type=int, default=50)
+    for name, text in (("show", "one run"), ("cancel", "cancel a run"), ("requeue", "requeue a dead or cancelled run")):
+        runs_sub.add_parser(name, help=text).add_argument("run_id", type=uuid.UUID)
     sub.add_parser("workers", help="live leases by worker")
     sub.add_parser("stats", help="queue depth, in-flight per tenant, oldest pending age")
     purge = sub.add_parser("purge", help="delete finished runs and their events older than an age")
-    purge.add_argument("--older-than", type=parse_duration, required=True, metavar="AGE")
+    purge.add_argument("--older-than", type=parse_duration, required=True, metavar="AGE", help="e.g. 30d, 12h, 90m")
+    purge.add_argument("--dry-run", action="store_true", help="count what would be deleted, delete nothing")
+    purge.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     for command in (*runs_sub.choices.values(), sub.choices["workers"], sub.choices["stats"], purge):
         command.add_argument("--json", action="store_true", help="machine-readable output")
     return parser
 
 
 RUN_COLUMNS = ("id", "tenant_id", "agent", "status", "attempts", "created_at", "error_code")
+KEY_COLUMNS = ("id", "tenant_id", "prefix", "is_admin", "created_at", "revoked_at")
 
 
 async def _operate(url: str, args: argparse.Namespace) -> int:
@@ -103,34 +120,71 @@ async def _operate(url: str, args: argparse.Namespace) -> int:
                 print_table([{"tenant": t, "in_flight": n} for t, n in stats.inflight_by_tenant.items()], ("tenant", "in_flight"))
             return 0
         if args.command == "purge":
-            total = 0
-            while deleted := await queue.purge_finished(older_than_s=args.older_than):
-                total += deleted
-            print_json({"purged": total}) if args.json else print(f"purged {total} runs")
-            return 0
-    except QueueError as exc:
-        print(f"runq: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
+            return await _purge(queue, args)
     finally:
         await engine.dispose()
     return 2
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    settings = get_settings()
+async def _purge(queue: Queue, args: argparse.Namespace) -> int:
+    """Count first, so --dry-run, the confirmation and the progress all know the total."""
+    due = await queue.count_purgeable(older_than_s=args.older_than)
+    if args.dry_run:
+        if args.json:
+            print_json({"would_purge": due})
+        else:
+            print(f"would purge {due} finished runs older than {args.older_than:g} s (nothing deleted)")
+        return 0
+    if due and not args.yes:
+        if not sys.stdin.isatty():
+            print(f"runq: purge would delete {due} runs; pass --yes to confirm", file=sys.stderr)
+            return 1
+        answer = await asyncio.to_thread(input, f"Delete {due} finished runs and their events? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print("nothing deleted", file=sys.stderr)
+            return 1
+    total = 0
+    while deleted := await queue.purge_finished(older_than_s=args.older_than):
+        total += deleted
+        print(f"\rpurged {total} of {due} runs", end="", file=sys.stderr, flush=True)
+    if total:
+        print(file=sys.stderr)
+    print_json({"purged": total}) if args.json else print(f"purged {total} runs")
+    return 0
+
+
+def _keys(url: str, args: argparse.Namespace) -> int:
+    from app.api.keys import create_key, list_keys, revoke_key
+
+    if args.keys_command == "create":
+        key = asyncio.run(create_key(url, tenant_id=args.tenant, admin=args.admin))
+        print_json({"key": key}) if args.json else print(key)
+        return 0
+    keys = [asyncio.run(revoke_key(url, args.key))] if args.keys_command == "revoke" else asyncio.run(list_keys(url, tenant_id=args.tenant))
+    print_json(keys) if args.json else print_table([dataclasses.asdict(k) for k in keys], KEY_COLUMNS)
+    return 0
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
     from app.db.runtime import database
 
+    if args.command in ("api", "worker", "dev"):
+        from app.agents.base import load_agents
+
+        load_agents(settings.agent_registry)  # refuse to start, rather than fail every run later
     if args.command == "dev":
         from app.dev import run_dev
 
         return run_dev(settings, host=args.host, port=args.port, concurrency=args.concurrency)
 
-    with database(settings) as url:
+    with database(settings, create=args.command == "migrate", command=f"runq {args.command}") as url:
         if args.command == "migrate":
             from app.db.migrate import upgrade
 
-            upgrade(url)
+            applied = upgrade(url)
+            for line in applied:
+                print(f"applied {line}")
+            print(f"the database is up to date ({len(applied)} migrations applied)")
             return 0
         if args.command == "api":
             from app.api.server import serve
@@ -142,11 +196,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_worker(settings, database_url=url, concurrency=args.concurrency)
         if args.command == "keys":
-            from app.api.keys import create_key
-
-            print(asyncio.run(create_key(url, tenant_id=args.tenant, admin=args.admin)))
-            return 0
+            return _keys(url, args)
         return asyncio.run(_operate(url, args))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return _run(args, get_settings())
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        if args.debug:
+            raise
+        print(f"runq: {describe_error(exc)}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

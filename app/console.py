@@ -61,3 +61,41 @@ def print_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> No
         print("  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip())
     if not rows:
         print("(none)")
+
+
+_QUEUE_ERRORS: dict[str, str] = {
+    "RunNotFound": "no run with id {}",
+    "RunFinished": "run {} has already finished",
+    "NotRequeueable": "run {} is neither dead nor cancelled, so it cannot be requeued",
+}
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line for the user, without a traceback (``runq --debug`` shows that)."""
+    from pydantic import ValidationError
+    from sqlalchemy.exc import DBAPIError
+
+    from app.db.unavailable import database_unreachable
+    from app.redact import redact
+
+    if isinstance(exc, ValidationError):
+        problems = "; ".join(
+            (f"RUNQ_{'_'.join(map(str, e['loc'])).upper()}: " if e["loc"] else "")
+            + e["msg"].removeprefix("Value error, ")
+            for e in exc.errors()
+        )
+        return f"configuration error: {problems}"
+    if type(exc).__name__ in _QUEUE_ERRORS:
+        return _QUEUE_ERRORS[type(exc).__name__].format(exc)
+    if database_unreachable(exc):
+        return f"cannot reach the database: {redact(_first_line(exc))}"
+    if isinstance(exc, DBAPIError) and getattr(exc.orig, "sqlstate", None) == "42P01":
+        return "the database has no runq tables yet: run `runq migrate`"
+    if isinstance(exc, LookupError | ImportError | RuntimeError | ValueError):
+        return redact(_first_line(exc))
+    return f"unexpected {type(exc).__name__}: {redact(_first_line(exc))} (rerun with --debug for the traceback)"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]

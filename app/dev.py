@@ -2,8 +2,8 @@
 
 The API and the worker run as child processes, as in production, sharing the database URL and
 one secret key (so stream tokens issued by the API verify in any API process). Ctrl-C or
-SIGTERM stops the children first, then the embedded server, so a second ``runq dev`` starts
-cleanly.
+SIGTERM stops the children first (the worker gets its whole ``RUNQ_SHUTDOWN_GRACE_S``, so runs
+in flight finish or are released rather than left leased), then the embedded server.
 """
 
 from __future__ import annotations
@@ -11,31 +11,51 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Mapping
+from pathlib import Path
 from types import FrameType
 
 import httpx
 
 from app.api.keys import create_key
 from app.db.migrate import upgrade
-from app.db.runtime import database
+from app.db.runtime import Database, open_database
+from app.redact import redact
 from app.settings import Settings
 
 DEV_TENANT = "dev"
 STARTUP_TIMEOUT_S = 60.0
-STOP_TIMEOUT_S = 15.0
+API_STOP_S = 15.0  # uvicorn closes open SSE streams at shutdown
+STOP_MARGIN_S = 5.0  # beyond the worker's grace, for releasing leases and exiting
 
 
 def run_dev(settings: Settings, *, host: str, port: int, concurrency: int) -> int:
     """Run everything in the foreground until interrupted; the exit status of the session."""
+    if not _port_free(host, port):
+        print(
+            f"runq dev: port {port} on {host} is in use; pick another with `make run PORT=8080`"
+            " (or `runq dev --port 8080`)",
+            file=sys.stderr,
+        )
+        return 1
     stop = _StopSignal()
-    with database(settings) as url:
-        upgrade(url)
-        key = asyncio.run(create_key(url, tenant_id=DEV_TENANT, admin=True))
-        env = os.environ | {"RUNQ_DATABASE_URL": url, "RUNQ_SECRET_KEY": settings.secret_key or ""}
+    with open_database(settings, create=True, command="runq dev") as db:
+        if db.served_by is not None:
+            owner = db.served_by
+            where = f", API at {owner.api}" if owner.api else ""
+            print(
+                f"runq dev: the database in {db.data_dir} is already served by pid {owner.pid}"
+                f" (`{owner.command}`{where}); use that one, or stop it first",
+                file=sys.stderr,
+            )
+            return 1
+        upgrade(db.url)
+        key = asyncio.run(create_key(db.url, tenant_id=DEV_TENANT, admin=True))
+        env = os.environ | {"RUNQ_DATABASE_URL": db.url, "RUNQ_SECRET_KEY": settings.secret_key or ""}
         children = {
             "api": subprocess.Popen(
                 [sys.executable, "-m", "uvicorn", "app.main:app", "--host", host, "--port", str(port)],
@@ -49,28 +69,63 @@ def run_dev(settings: Settings, *, host: str, port: int, concurrency: int) -> in
             base = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
             if not _wait_healthy(base, children, stop):
                 return 0 if stop.requested else 1
-            print(_banner(base, key), flush=True)
-            while not stop.requested:
-                for name, child in children.items():
-                    if child.poll() is not None:
-                        print(f"runq dev: the {name} exited with {child.returncode}", file=sys.stderr)
-                        return 1
-                time.sleep(0.2)
-            return 0
+            db.advertise(api=base)
+            print(_banner(base, key, db), flush=True)
+            return _supervise(children, db, stop)
         finally:
-            _stop_all(children.values())
+            grace = settings.shutdown_grace_s
+            print(
+                f"runq dev: stopping; the worker has up to {grace:g} s (RUNQ_SHUTDOWN_GRACE_S) to"
+                " finish its runs before it releases their leases (Ctrl-C again kills it now)",
+                file=sys.stderr,
+                flush=True,
+            )
+            _stop_all(children, stop, {"api": API_STOP_S, "worker": grace + STOP_MARGIN_S})
+
+
+def _supervise(children: Mapping[str, subprocess.Popen[bytes]], db: Database, stop: _StopSignal) -> int:
+    while not stop.requested:
+        for name, child in children.items():
+            if child.poll() is not None:
+                print(f"runq dev: the {name} exited with {child.returncode}", file=sys.stderr)
+                return 1
+        if not db.alive:
+            print(f"runq dev: the embedded PostgreSQL exited; see {db.data_dir}/pgdata.log", file=sys.stderr)
+            return 1
+        time.sleep(0.2)
+    return 0
+
+
+def _port_free(host: str, port: int) -> bool:
+    """Whether the API could listen there now (uvicorn sets SO_REUSEADDR too)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 class _StopSignal:
     """Turns SIGINT/SIGTERM into a flag the supervising loop checks."""
 
     def __init__(self) -> None:
-        self.requested = False
+        self.count = 0
         signal.signal(signal.SIGINT, self._handle)
         signal.signal(signal.SIGTERM, self._handle)
 
+    @property
+    def requested(self) -> bool:
+        return self.count > 0
+
+    @property
+    def forced(self) -> bool:
+        """A second signal: the user will not wait for the grace period."""
+        return self.count > 1
+
     def _handle(self, _signum: int, _frame: FrameType | None) -> None:
-        self.requested = True
+        self.count += 1
 
 
 def _wait_healthy(base: str, children: dict[str, subprocess.Popen[bytes]], stop: _StopSignal) -> bool:
@@ -90,23 +145,36 @@ def _wait_healthy(base: str, children: dict[str, subprocess.Popen[bytes]], stop:
     return False
 
 
-def _stop_all(children: Iterable[subprocess.Popen[bytes]]) -> None:
-    procs = list(children)
-    for child in procs:
+def _stop_all(
+    children: Mapping[str, subprocess.Popen[bytes]], stop: _StopSignal, timeouts: Mapping[str, float]
+) -> None:
+    """SIGTERM each child, then SIGKILL the ones still running after their own timeout."""
+    for child in children.values():
         if child.poll() is None:
             child.terminate()
-    deadline = time.monotonic() + STOP_TIMEOUT_S
-    for child in procs:
-        try:
-            child.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
+    started = time.monotonic()
+    while any(child.poll() is None for child in children.values()):
+        for name, child in children.items():
+            if child.poll() is None and (stop.forced or time.monotonic() - started > timeouts[name]):
+                print(f"runq dev: killing the {name}", file=sys.stderr)
+                child.kill()
+                child.wait()
+        time.sleep(0.1)
 
 
-def _banner(base: str, key: str) -> str:
+def runq_command() -> str:
+    """How to call this ``runq`` from the current folder, e.g. ``.venv/bin/runq``."""
+    executable = Path(sys.executable).parent / "runq"
+    relative = os.path.relpath(executable)
+    return str(executable) if relative.startswith("..") else relative
+
+
+def _banner(base: str, key: str, db: Database) -> str:
+    runq = runq_command()
+    activate = Path(runq).parent / "activate"
     return f"""
-runq dev is up: API {base} (docs at {base}/docs), one worker.
+runq dev is up: API {base} (docs at {base}/docs, UI at {base}/ui), one worker.
+Database: {redact(db.url)}{f" (data in {db.data_dir})" if db.data_dir else ""}
 
   export RUNQ_KEY={key}
 
@@ -119,6 +187,11 @@ runq dev is up: API {base} (docs at {base}/docs), one worker.
 
   # stop it
   curl -s -X POST {base}/runs/<id>/cancel -H "Authorization: Bearer $RUNQ_KEY"
+
+In a second terminal (these use this database; or first: source {activate}):
+  {runq} runs list
+  {runq} worker --concurrency 8
+  {runq} keys create --tenant acme
 
 Ctrl-C stops everything.
 """

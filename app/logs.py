@@ -1,5 +1,9 @@
 """Structured logs on stderr: JSON lines when not a terminal, carrying the run they concern.
 
+Every line passes through the one secret redactor on its way out, whoever logged it: uvicorn's
+access log would otherwise write each ``?token=`` stream token in full, and an exception can
+carry an ``Authorization`` header or a URL with its password.
+
 Fields such as ``worker_id`` and ``run_id`` live in a context variable, so every log line of a
 run's task (and of the tasks it starts) carries them without being passed around.
 """
@@ -14,6 +18,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any, Literal
+
+from app.redact import Redactor
 
 _fields: ContextVar[dict[str, Any]] = ContextVar("runq_log_fields", default={})  # noqa: B039 - never mutated
 
@@ -34,17 +40,20 @@ class _ContextFilter(logging.Filter):
         return True
 
 
+_redactor = Redactor()  # no path roots: a log line keeps its paths
+
+
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
             "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "msg": record.getMessage(),
+            "msg": _redactor.text(record.getMessage()),
             **{k: str(v) for k, v in getattr(record, "runq", {}).items()},
         }
         if record.exc_info:
-            line["exc"] = self.formatException(record.exc_info)
+            line["exc"] = _redactor.text(self.formatException(record.exc_info))
         return json.dumps(line, ensure_ascii=False)
 
 
@@ -54,7 +63,7 @@ class TextFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         fields = " ".join(f"{k}={v}" for k, v in getattr(record, "runq", {}).items())
-        text = super().format(record)
+        text = _redactor.text(super().format(record))
         return f"{text} [{fields}]" if fields else text
 
 

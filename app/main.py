@@ -14,22 +14,23 @@ from contextlib import asynccontextmanager
 from http import HTTPStatus
 from typing import Any
 
-import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi_offline import FastAPIOffline
 from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.api import admin, health, runs, ui
+from app.agents.base import load_agents
+from app.api import admin, docs, health, runs, ui
 from app.api.deps import Runtime
 from app.api.limits import BodySizeLimit
 from app.api.presence import Presence
 from app.api.problems import ApiProblem, problem_response
 from app.api.stream import event_hub
 from app.db.engine import asyncpg_dsn, create_engine
+from app.db.unavailable import DATABASE_DOWN
 from app.domain import (
-    DatabaseUnavailable,
     IdempotencyConflict,
     NotRequeueable,
     RunFinished,
@@ -60,28 +61,16 @@ HTTP_CODES = {
     404: "not_found",
     405: "method_not_allowed",
 }
-# Driver-level signs that PostgreSQL is unreachable, wherever they escape from.
-DATABASE_DOWN: tuple[type[Exception], ...] = (
-    DatabaseUnavailable,
-    sa_exc.OperationalError,
-    sa_exc.InterfaceError,
-    sa_exc.TimeoutError,
-    asyncpg.PostgresConnectionError,
-    asyncpg.CannotConnectNowError,
-    asyncpg.TooManyConnectionsError,
-    OSError,
-)
-
-
 def create_app(settings: Settings | None = None, *, sse_ping_s: float = 10.0) -> FastAPI:
-    """The API; ``sse_ping_s`` is the keep-alive comment interval (DESIGN: at most 15 s; short in
-    tests)."""
+    """The API; ``sse_ping_s`` is the keep-alive comment interval (at most 15 s, see
+    docs/contract.md; short in tests)."""
     settings = settings or get_settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if not logging.getLogger().handlers:  # a bare `uvicorn app.main:app`; never override a host's
             configure_logging(settings.log_format, settings.log_level)
+        load_agents(settings.agent_registry)  # an agent that cannot import fails start-up, not runs
         url = settings.database_url
         if not url:
             raise RuntimeError("RUNQ_DATABASE_URL is not set; `runq api` or `runq dev` provide one")
@@ -100,17 +89,21 @@ def create_app(settings: Settings | None = None, *, sse_ping_s: float = 10.0) ->
             await hub.stop()
             await engine.dispose()
 
-    app = FastAPI(
+    # Swagger UI and ReDoc from files shipped in the fastapi-offline wheel, not from a CDN:
+    # /docs must work on a laptop without internet and behind an air gap.
+    app = FastAPIOffline(
         title="runq",
         summary="A control plane for long-running AI agent runs",
         version="0.1.0",
         lifespan=lifespan,
+        redoc_url=None,  # app/api/docs.py serves it, with a policy against ReDoc's CDN logo
     )
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.include_router(runs.router)
     app.include_router(admin.router)
     app.include_router(health.router)
     app.include_router(ui.router)
+    app.include_router(docs.router)
     _add_problem_handlers(app)
     return app
 

@@ -39,6 +39,7 @@ _RULES: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
         rf"\1{MASK}",
     ),
     (re.compile(r"(\bbearer\s+)[A-Za-z0-9._~+/-]{12,}=*", re.IGNORECASE), rf"\1{MASK}"),
+    (re.compile(r"\brq_[A-Za-z0-9_-]{20,}"), MASK),  # runq's own API keys
     (re.compile(r"\bsk-ant-[A-Za-z0-9_-]{8,}"), MASK),
     (re.compile(r"\bsk-(?:proj-|live-|test-)?[A-Za-z0-9_-]{16,}"), MASK),
     (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"), MASK),

@@ -24,9 +24,11 @@ class Settings(BaseSettings):
 
     env: Literal["development", "production"] = "development"
     database_url: str | None = Field(
-        default=None, description="PostgreSQL URL; unset starts an embedded server under .runq/"
+        default=None, description="PostgreSQL URL; unset uses the embedded server of the data folder"
     )
-    data_dir: str = Field(default=".runq", description="Where the embedded server keeps its data")
+    data_dir: str | None = Field(
+        default=None, description="The embedded server's data folder; unset: .runq/ at the project root"
+    )
     listen_database_url: str | None = Field(
         default=None,
         description="Session connection for LISTEN, when RUNQ_DATABASE_URL is a transaction-mode"

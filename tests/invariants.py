@@ -1,4 +1,4 @@
-"""The contract's invariants over runs and their event logs (DESIGN.md §1, §3, §6), counted.
+"""The contract's invariants over runs and their event logs (docs/contract.md, sections 1, 3 and 6), counted.
 
 Counted rather than asserted: the soak checks thousands of runs and prints how many broke each
 invariant (all zero, or the figures say what broke), while a worker test asserts one run's log
@@ -14,7 +14,7 @@ from typing import Any
 
 from app.domain import TERMINAL_EVENTS, Event, Run, Status
 
-# Failures that bury a run at once, whatever attempts it has left (DESIGN.md §1 "fatal error").
+# Failures that bury a run at once, whatever attempts it has left (docs/contract.md, section 1, "fatal error").
 FATAL_CODES = frozenset(
     {"fatal_error", "budget_exceeded", "deadline_exceeded", "unknown_agent", "invalid_input"}
 )

@@ -68,7 +68,7 @@ async def wait_finished(queue: Queue, run_id: uuid.UUID, *, within: float = 15.0
 
 
 def check_event_log(events: list[Event]) -> None:
-    """The contract's invariants for one finished run's log (DESIGN.md §1, §3)."""
+    """The contract's invariants for one finished run's log (docs/contract.md, sections 1 and 3)."""
     problems = event_log_violations(events, finished=True)
     assert not problems, f"{problems}: {[(e.seq, e.type, e.attempt) for e in events]}"
 

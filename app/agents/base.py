@@ -93,3 +93,18 @@ def load_agent(target: str) -> type[Agent]:
     module_name, _, attr = target.partition(":")
     return getattr(importlib.import_module(module_name), attr)  # type: ignore[no-any-return]
 
+
+class AgentImportError(ImportError):
+    """A registered agent cannot be imported: the process must not start (its runs would all die)."""
+
+
+def load_agents(registry: Mapping[str, str]) -> dict[str, type[Agent]]:
+    """Import every registered agent, or raise :class:`AgentImportError` naming the first that fails."""
+    agents = {}
+    for name, target in registry.items():
+        try:
+            agents[name] = load_agent(target)
+        except Exception as exc:
+            raise AgentImportError(f"agent {name!r} ({target}) cannot be imported: {exc}") from exc
+    return agents
+

@@ -1,4 +1,4 @@
-"""The built-in ``demo`` agent (DESIGN.md §6): deterministic, no model.
+"""The built-in ``demo`` agent (docs/contract.md, section 6): deterministic, no model.
 
 It exercises every part of the runtime a real agent uses (streamed deltas, tool calls,
 checkpoints and resume, the shell tool, the effect ledger, retryable and fatal failures), so

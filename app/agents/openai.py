@@ -57,6 +57,9 @@ class _Transient(Exception):
         self.retry_after = retry_after
 
 
+OPENAI_HOST = "://api.openai.com/"  # the one endpoint that always needs a key
+
+
 @dataclass
 class _Turn:
     text: str = ""
@@ -117,6 +120,9 @@ class OpenAIAgent:
         self.settings = settings or get_settings()
 
     async def run(self, ctx: RunContext) -> dict[str, Any]:
+        if not self.settings.openai_api_key and OPENAI_HOST in self.settings.openai_base_url:
+            # Retrying cannot conjure a key; a keyless local endpoint (Ollama, vLLM) is fine.
+            raise FatalError("RUNQ_OPENAI_API_KEY is not set", code="model_not_configured")
         base = _request_base(ctx.input, self.settings)
         tools = self.tools.select(_names(ctx.input.get("tools", [])))
         if tools:

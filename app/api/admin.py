@@ -1,4 +1,4 @@
-"""The operators' routes (DESIGN.md §4): every tenant's runs, requeue, workers, stats, caps.
+"""The operators' routes (docs/contract.md, section 4): every tenant's runs, requeue, workers, stats, caps.
 
 Admin keys only: the router-wide dependency answers a tenant key with 403 ``forbidden``.
 """

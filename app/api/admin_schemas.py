@@ -1,4 +1,4 @@
-"""Response and request bodies of the admin routes (DESIGN.md §4): what only operators see."""
+"""Response and request bodies of the admin routes (docs/contract.md, section 4): what only operators see."""
 
 from __future__ import annotations
 

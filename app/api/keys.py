@@ -7,6 +7,7 @@ import secrets
 import time
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -84,3 +85,62 @@ async def create_key(url: str, *, tenant_id: str, admin: bool = False) -> str:
         return await insert_key(engine, tenant_id=tenant_id, admin=admin)
     finally:
         await engine.dispose()
+
+
+LIST_KEYS = text(
+    "SELECT id, tenant_id, prefix, is_admin, created_at, revoked_at FROM api_keys"
+    " WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id) ORDER BY created_at"
+)
+# A key is named by its id or by the prefix `keys list` shows; revoking twice keeps the first time.
+REVOKE_KEY = text(
+    "UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())"
+    " WHERE id::text = :key OR prefix = :key"
+    " RETURNING id, tenant_id, prefix, is_admin, created_at, revoked_at"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class KeyInfo:
+    """What ``runq keys list`` shows of a key: never the key, only its first characters."""
+
+    id: uuid.UUID
+    tenant_id: str
+    prefix: str
+    is_admin: bool
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+class KeyNotFound(LookupError):
+    """No key has that id or prefix."""
+
+
+class AmbiguousKey(LookupError):
+    """Several keys share that prefix; name the key by its id."""
+
+
+async def list_keys(url: str, *, tenant_id: str | None = None) -> list[KeyInfo]:
+    engine = create_engine(url, pool_size=1, application_name="runq-keys")
+    try:
+        async with engine.connect() as conn:
+            rows = (await conn.execute(LIST_KEYS, {"tenant_id": tenant_id})).all()
+    finally:
+        await engine.dispose()
+    return [KeyInfo(**row._mapping) for row in rows]
+
+
+async def revoke_key(url: str, key: str) -> KeyInfo:
+    """Revoke the key with this id or prefix; API processes refuse it within KNOWN_KEY_TTL_S."""
+    engine = create_engine(url, pool_size=1, application_name="runq-keys")
+    try:
+        async with engine.connect() as conn:
+            rows = (await conn.execute(REVOKE_KEY, {"key": key})).all()
+            if len(rows) > 1:
+                await conn.rollback()
+                raise AmbiguousKey(f"{len(rows)} keys start with {key!r}; revoke one by its id")
+            await conn.commit()
+    finally:
+        await engine.dispose()
+    if not rows:
+        raise KeyNotFound(f"no API key with id or prefix {key!r}")
+    return KeyInfo(**rows[0]._mapping)

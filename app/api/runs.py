@@ -170,8 +170,11 @@ async def run_events(
     run = await runtime.queue.get_run(run_id, tenant_id=principal.tenant_id)
     cursor = _cursor(after, last_event_id)
     if _wants_json(request):
-        events = await runtime.queue.read_events(run.id, after=cursor, limit=limit)
-        return EventPage(items=[EventOut.of(e) for e in events])
+        # One more than asked says whether a stored event follows the page.
+        events = await runtime.queue.read_events(run.id, after=cursor, limit=limit + 1)
+        page = events[:limit]
+        next_after = page[-1].seq if len(events) > limit else None
+        return EventPage(items=[EventOut.of(e) for e in page], next_after=next_after)
     return event_stream(runtime, run, after=cursor)
 
 

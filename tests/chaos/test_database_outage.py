@@ -1,4 +1,4 @@
-"""PostgreSQL stops and comes back while runs are running (DESIGN.md §4, issue 5).
+"""PostgreSQL stops and comes back while runs are running (docs/contract.md, section 4; issue 5).
 
 A server of the test's own (the shared one must stay up for the other tests), a real API
 process and two real worker processes. While the database is down the API answers 503 and

@@ -1,4 +1,4 @@
-"""The admin routes (DESIGN.md §4) through the app, against real PostgreSQL."""
+"""The admin routes (docs/contract.md, section 4) through the app, against real PostgreSQL."""
 
 from __future__ import annotations
 

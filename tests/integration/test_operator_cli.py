@@ -6,12 +6,16 @@ import json
 import os
 import subprocess
 import sys
+import uuid
+
+from sqlalchemy.engine import make_url
 
 from app.queue import Queue
+from tests.conftest import _admin
 
 
-def runq(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = os.environ | {"RUNQ_DATABASE_URL": database_url}
+def runq(database_url: str, *args: str, **env_vars: str) -> subprocess.CompletedProcess[str]:
+    env = os.environ | {"RUNQ_DATABASE_URL": database_url} | env_vars
     return subprocess.run(
         [sys.executable, "-m", "app.cli", *args], env=env, capture_output=True, text=True, timeout=60
     )
@@ -39,7 +43,7 @@ async def test_runs_workers_stats_and_purge(queue: Queue, database_url: str) -> 
     assert requeued["status"] == "pending" and requeued["attempts"] == 0
 
     refused = runq(database_url, "runs", "requeue", str(pending.id))
-    assert refused.returncode == 1 and "NotRequeueable" in refused.stderr
+    assert refused.returncode == 1 and refused.stderr == f"runq: run {pending.id} is neither dead nor cancelled, so it cannot be requeued\n"
     assert json.loads(runq(database_url, "purge", "--older-than", "30d", "--json").stdout) == {"purged": 0}
     assert runq(database_url, "purge", "--older-than", "soon").returncode == 2
 
@@ -51,3 +55,75 @@ async def test_stats_and_tenant_limits(queue: Queue) -> None:
     stats = await queue.stats()
     assert stats.by_status == {"pending": 0, "leased": 0, "done": 0, "dead": 0, "cancelled": 0}
     assert stats.oldest_pending_age_s == 0 and stats.dead_last_hour == 0
+
+
+async def test_purge_counts_asks_and_reports_progress(queue: Queue, database_url: str) -> None:
+    for _ in range(3):
+        run, _ = await queue.enqueue(tenant_id="acme", agent="demo", input={})
+        await queue.request_cancel(run.id, tenant_id=None, reason="operator")  # pending: cancelled now
+    await queue.enqueue(tenant_id="acme", agent="demo", input={})  # not finished: never purged
+
+    dry = runq(database_url, "purge", "--older-than", "0s", "--dry-run")
+    assert dry.returncode == 0 and "would purge 3 finished runs" in dry.stdout
+    dry_json = runq(database_url, "purge", "--older-than", "0s", "--dry-run", "--json").stdout
+    assert json.loads(dry_json) == {"would_purge": 3}
+    unconfirmed = runq(database_url, "purge", "--older-than", "0s")  # no terminal to ask on
+    assert unconfirmed.returncode == 1
+    assert unconfirmed.stderr == "runq: purge would delete 3 runs; pass --yes to confirm\n"
+    assert json.loads(runq(database_url, "stats", "--json").stdout)["by_status"]["cancelled"] == 3
+
+    purged = runq(database_url, "purge", "--older-than", "0s", "--yes")
+    assert purged.returncode == 0 and purged.stdout == "purged 3 runs\n"
+    assert "purged 3 of 3 runs" in purged.stderr
+    stats = json.loads(runq(database_url, "stats", "--json").stdout)["by_status"]
+    assert stats["cancelled"] == 0 and stats["pending"] == 1
+
+
+def test_keys_list_and_revoke_never_show_a_key(database_url: str) -> None:
+    key = runq(database_url, "keys", "create", "--tenant", "keys-acme").stdout.strip()
+    listed = json.loads(runq(database_url, "keys", "list", "--tenant", "keys-acme", "--json").stdout)
+    assert [(k["tenant_id"], k["prefix"], k["revoked_at"]) for k in listed] == [("keys-acme", key[:10], None)]
+    table = runq(database_url, "keys", "list").stdout
+    assert key[:10] in table and key not in table
+
+    revoked = json.loads(runq(database_url, "keys", "revoke", listed[0]["id"], "--json").stdout)
+    assert revoked[0]["id"] == listed[0]["id"] and revoked[0]["revoked_at"] is not None
+    again = runq(database_url, "keys", "revoke", key[:10])  # by prefix; revoking twice is harmless
+    assert again.returncode == 0 and key not in again.stdout
+    unknown = runq(database_url, "keys", "revoke", "rq_nothing")
+    assert (unknown.returncode, unknown.stderr) == (1, "runq: no API key with id or prefix 'rq_nothing'\n")
+
+
+def test_errors_are_one_line_without_a_traceback(database_url: str) -> None:
+    missing = runq(database_url, "runs", "show", "00000000-0000-4000-8000-000000000000")
+    assert (missing.returncode, missing.stderr) == (1, "runq: no run with id 00000000-0000-4000-8000-000000000000\n")
+    bad = runq(database_url, "stats", RUNQ_HEARTBEAT_S="60")
+    assert bad.returncode == 1
+    assert bad.stderr == "runq: configuration error: RUNQ_HEARTBEAT_S must be shorter than RUNQ_LEASE_S\n"
+    down = runq("postgresql://ops:s3cret-pw@127.0.0.1:9/runq", "stats")
+    assert down.returncode == 1 and down.stderr.startswith("runq: cannot reach the database")
+    assert len(down.stderr.splitlines()) == 1 and "s3cret" not in down.stderr
+    debug = runq(database_url, "--debug", "runs", "show", "00000000-0000-4000-8000-000000000000")
+    assert "Traceback" in debug.stderr and "RunNotFound" in debug.stderr
+
+
+def test_migrate_says_what_it_applied(database_url: str) -> None:
+    done = runq(database_url, "migrate")
+    assert (done.returncode, done.stdout) == (0, "the database is up to date (0 migrations applied)\n")
+
+
+def test_help_is_plain_text() -> None:
+    for args in ((), ("runs",), ("keys",), ("purge",), ("dev",)):
+        text = runq("postgresql://unused@127.0.0.1:9/x", *args, "--help").stdout
+        assert text and "``" not in text and ":func:" not in text, text
+
+
+def test_an_unmigrated_database_says_to_migrate(server_url: str) -> None:
+    name = f"runq_empty_{uuid.uuid4().hex[:8]}"
+    _admin(server_url, f'CREATE DATABASE "{name}"')
+    try:
+        empty = make_url(server_url).set(database=name).render_as_string(hide_password=False)
+        result = runq(empty, "stats")
+        assert (result.returncode, result.stderr) == (1, "runq: the database has no runq tables yet: run `runq migrate`\n")
+    finally:
+        _admin(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -1,4 +1,4 @@
-"""The demo agent end to end through the worker runtime: every input field does what §6 says."""
+"""The demo agent end to end through the worker runtime: every input field does what docs/contract.md (section 6) says."""
 
 from __future__ import annotations
 

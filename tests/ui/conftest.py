@@ -208,7 +208,7 @@ def tab_factory(
         page.on(
             "request",
             lambda req: None
-            if req.url.startswith((server.base_url, "data:"))
+            if req.url.startswith((server.base_url, "data:", f"blob:{server.base_url}"))
             else tab.foreign_requests.append(req.url),
         )
         page.on("console", lambda msg: _log_console(request.node.name, msg))

@@ -352,3 +352,12 @@ async def test_secrets_are_redacted_from_errors_and_tool_output(
     assert "Incorrect API key provided: [REDACTED]" in str(raised.value)
     assert key not in json.dumps(server.requests[1].body["messages"][-1])
     assert key not in ctx.checkpoints[-1]["messages"][-1]["content"]
+
+
+async def test_no_key_for_api_openai_com_fails_at_once_without_a_request() -> None:
+    agent = OpenAIAgent(Settings(openai_api_key=None, openai_base_url="https://api.openai.com/v1"))
+    ctx = FakeRunContext({"prompt": "hello"})
+    with pytest.raises(FatalError, match="RUNQ_OPENAI_API_KEY is not set") as raised:
+        await agent.run(ctx)
+    assert raised.value.code == "model_not_configured"
+    assert _types(ctx) == []  # it never reached the model

@@ -146,3 +146,9 @@ WITH old AS (
        FOR UPDATE SKIP LOCKED
 )
 DELETE FROM agent_runs WHERE id IN (SELECT id FROM old);
+
+-- name: count_purgeable
+-- How many finished runs purge_finished would delete at this age (runq purge --dry-run).
+SELECT count(*) FROM agent_runs
+ WHERE status IN ('done', 'dead', 'cancelled')
+   AND finished_at < now() - make_interval(secs => :older_than_s);

@@ -184,8 +184,32 @@ async def test_event_page_after_and_limit(
 
     part = await client.get(f"/runs/{run['id']}/events", params={"after": 2, "limit": 2}, headers=json_headers)
     assert [(e["seq"], e["data"]) for e in part.json()["items"]] == [(3, {"text": "a"}), (4, {"text": "b"})]
+    assert part.json()["next_after"] == 4  # a full page with more stored after it
     resumed = await client.get(f"/runs/{run['id']}/events", headers=json_headers | {"Last-Event-ID": "4"})
     assert [e["seq"] for e in resumed.json()["items"]] == [5]
+    assert page["next_after"] is None and resumed.json()["next_after"] is None
+    exact = await client.get(f"/runs/{run['id']}/events", params={"after": 3, "limit": 2}, headers=json_headers)
+    assert [e["seq"] for e in exact.json()["items"]] == [4, 5] and exact.json()["next_after"] is None
+
+
+async def test_event_pages_follow_next_after_to_the_end(
+    client: httpx.AsyncClient, alice: dict[str, str], queue: Queue
+) -> None:
+    """129 events read 100 at a time: nothing is cut off, and the last page says it is last."""
+    run = await create_run(client, alice)
+    driver = RunDriver(queue)
+    await driver.start()
+    last = await driver.deltas(*(f"d{i}" for i in range(127)))  # + run.queued, run.started
+    assert last == 129
+    seqs: list[int] = []
+    after: int | None = 0
+    while after is not None:
+        page = (await client.get(
+            f"/runs/{run['id']}/events", params={"after": after}, headers=alice | {"Accept": "application/json"}
+        )).json()
+        seqs += [e["seq"] for e in page["items"]]
+        after = page["next_after"]
+    assert seqs == list(range(1, 130))
 
 
 async def test_stream_of_finished_run_replays_and_closes(
