@@ -14,7 +14,7 @@ from typing import Any
 
 from app.domain import TERMINAL_EVENTS, Event, Run, Status
 
-# Failures that bury a run at once, whatever attempts it has left (DESIGN.md §1 "fatal error").
+# Failures that make a run dead at once, whatever attempts it has left (DESIGN.md §1 "fatal error").
 FATAL_CODES = frozenset(
     {"fatal_error", "budget_exceeded", "deadline_exceeded", "unknown_agent", "invalid_input"}
 )

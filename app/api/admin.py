@@ -25,7 +25,7 @@ from app.api.problems import problems
 from app.api.schemas import StreamToken
 from app.api.tokens import issue_token
 from app.domain import Status
-from app.metrics import RUNS_CANCELLED, RUNS_FINISHED, RUNS_REQUEUED
+from app.metrics import RUNS_REQUEUED, count_ending
 
 router = APIRouter(
     prefix="/admin",
@@ -83,9 +83,7 @@ async def requeue_run(run_id: RunIdPath, runtime: RuntimeDep) -> AdminRunOut:
 async def cancel_run(run_id: RunIdPath, runtime: RuntimeDep) -> AdminRunOut:
     """Stop any tenant's run, with ``cancel_reason`` ``operator`` (as `runq runs cancel`)."""
     run = await runtime.queue.request_cancel(run_id, tenant_id=None, reason="operator")
-    if run.status is Status.CANCELLED:
-        RUNS_CANCELLED.labels(reason="operator").inc()
-        RUNS_FINISHED.labels(status="cancelled").inc()
+    count_ending(run)  # cancelled now if it was pending; a leased run is ended by its worker
     return AdminRunOut.of(run)
 
 

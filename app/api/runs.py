@@ -15,7 +15,7 @@ from app.api.schemas import CancelRun, CreateRun, EventOut, EventPage, RunOut, R
 from app.api.stream import event_stream
 from app.api.tokens import issue_token
 from app.domain import Status
-from app.metrics import RUNS_CANCELLED, RUNS_CREATED, RUNS_FINISHED
+from app.metrics import RUNS_CREATED, count_ending
 from app.queue import request_hash
 from app.redact import redact
 
@@ -124,9 +124,7 @@ async def cancel_run(
         reason="user",
         note=redact(body.note) if body and body.note else None,  # event data is stored redacted
     )
-    if run.status is Status.CANCELLED:
-        RUNS_CANCELLED.labels(reason="user").inc()
-        RUNS_FINISHED.labels(status="cancelled").inc()
+    count_ending(run)  # cancelled now if it was pending; a leased run is ended by its worker
     return RunOut.of(run)
 
 

@@ -12,15 +12,15 @@ from app.queue.codec import NewEvents, dumps, event_from_row, events_params, loa
 from app.queue.statements import statement
 from app.queue.store import Store
 
-APPEND_EVENTS = statement("append_events")
-SAVE_CHECKPOINT = statement("save_checkpoint")
+APPEND_EVENTS_IF_LEASED = statement("append_events_if_leased")
+SAVE_CHECKPOINT_IF_LEASED = statement("save_checkpoint_if_leased")
 READ_EVENTS = statement("read_events")
 # New events of many runs after each run's own cursor, in one statement: what a process that
 # fans one LISTEN out to many streams needs to read once per wake-up, not once per stream.
 READ_EVENTS_MANY = statement("read_events_many")
 READ_EVENT_PAGES = statement("read_event_pages")
 GET_EFFECT = statement("get_effect")
-RECORD_EFFECT = statement("record_effect")
+RECORD_EFFECT_IF_LEASED = statement("record_effect_if_leased")
 CHECK_LEASE = statement("check_lease")
 ATTACH_SUBSCRIBER = statement("attach_subscriber")
 TOUCH_SUBSCRIBERS = statement("touch_subscribers")
@@ -30,14 +30,14 @@ DETACH_SUBSCRIBERS = statement("detach_subscribers")
 class Events(Store):
     async def append_events(self, *, run_id: uuid.UUID, lease_id: uuid.UUID, events: NewEvents) -> Run:
         """Append events for a leased run; :class:`LeaseLost` if the claim is no longer ours."""
-        return await self._fenced(APPEND_EVENTS, run_id=run_id, lease_id=lease_id, **events_params(events))
+        return await self._write_if_leased(APPEND_EVENTS_IF_LEASED, run_id=run_id, lease_id=lease_id, **events_params(events))
 
     async def save_checkpoint(
         self, *, run_id: uuid.UUID, lease_id: uuid.UUID, state: Any, events: NewEvents = ()
     ) -> Run:
         """Store the resume state together with the events produced so far, atomically."""
-        return await self._fenced(
-            SAVE_CHECKPOINT, run_id=run_id, lease_id=lease_id, state=dumps(state), **events_params(events)
+        return await self._write_if_leased(
+            SAVE_CHECKPOINT_IF_LEASED, run_id=run_id, lease_id=lease_id, state=dumps(state), **events_params(events)
         )
 
     async def read_events(self, run_id: uuid.UUID, *, after: int = 0, limit: int = 1000) -> list[Event]:
@@ -89,7 +89,7 @@ class Events(Store):
         """Commit an effect record, fenced by the lease."""
         params = {"run_id": run_id, "lease_id": lease_id, "key": key, "result": dumps(result)}
         async with self._tx() as conn:
-            if (await conn.execute(RECORD_EFFECT, params)).first() is None and (
+            if (await conn.execute(RECORD_EFFECT_IF_LEASED, params)).first() is None and (
                 await conn.execute(CHECK_LEASE, {"run_id": run_id, "lease_id": lease_id})
             ).first() is None:
                 raise LeaseLost(str(run_id))

@@ -12,7 +12,6 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.domain import DatabaseUnavailable, LeaseLost, Run
-from app.queue.codec import run_from_row
 
 _DB_ERRORS = (OSError, InterfaceError, OperationalError)
 # A server going away, restarting or not taking connections yet: connection exceptions (class
@@ -89,11 +88,11 @@ class Store:
         """``:ms`` for bound_idle_transaction: one lease of idleness."""
         return {"ms": str(max(int(self.lease_s * 1000), 1))}
 
-    async def _fenced(self, statement: TextClause, *, run_id: uuid.UUID, lease_id: uuid.UUID, **params: Any) -> Run:
+    async def _write_if_leased(self, statement: TextClause, *, run_id: uuid.UUID, lease_id: uuid.UUID, **params: Any) -> Run:
         """Run a statement guarded by ``status='leased'`` and the claim's ``lease_id``; no row
         back means the lease is lost, and :class:`LeaseLost` says so."""
         async with self._statement() as conn:
             row = (await conn.execute(statement, {"run_id": run_id, "lease_id": lease_id, **params})).first()
         if row is None:
             raise LeaseLost(str(run_id))
-        return run_from_row(row)
+        return Run.from_row(row)
