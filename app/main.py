@@ -14,7 +14,6 @@ from contextlib import asynccontextmanager
 from http import HTTPStatus
 from typing import Any
 
-import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -28,6 +27,7 @@ from app.api.presence import Presence
 from app.api.problems import ApiProblem, problem_response
 from app.api.stream import event_hub
 from app.db.engine import asyncpg_dsn, create_engine
+from app.db.errors import CONNECTION_ERRORS, database_down
 from app.domain import (
     DatabaseUnavailable,
     IdempotencyConflict,
@@ -36,7 +36,7 @@ from app.domain import (
     RunNotFound,
 )
 from app.logs import configure_logging
-from app.queue import Queue, database_down
+from app.queue import Queue
 from app.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
@@ -60,19 +60,6 @@ HTTP_CODES = {
     404: "not_found",
     405: "method_not_allowed",
 }
-# Driver-level signs that PostgreSQL is unreachable, wherever they escape from.
-DATABASE_DOWN: tuple[type[Exception], ...] = (
-    DatabaseUnavailable,
-    sa_exc.OperationalError,
-    sa_exc.InterfaceError,
-    sa_exc.TimeoutError,
-    asyncpg.PostgresConnectionError,
-    asyncpg.CannotConnectNowError,
-    asyncpg.TooManyConnectionsError,
-    OSError,
-)
-
-
 def create_app(settings: Settings | None = None, *, sse_ping_s: float = 10.0) -> FastAPI:
     """The API; ``sse_ping_s`` is the keep-alive comment interval (DESIGN: at most 15 s; short in
     tests)."""
@@ -163,7 +150,7 @@ def _add_problem_handlers(app: FastAPI) -> None:
         detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(status).phrase
         return problem_response(status, code, detail, instance=request.url.path, headers=exc.headers)
 
-    @on(*DATABASE_DOWN)
+    @on(DatabaseUnavailable, *CONNECTION_ERRORS)  # what escapes a statement outside the queue too
     async def database_problem(request: Request, exc: Exception) -> JSONResponse:
         log.warning("database unavailable during %s %s: %r", request.method, request.url.path, exc)
         return problem_response(

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.db.errors import database_down
 from app.queue.channels import CANCEL as CANCEL_CHANNEL
 from app.queue.channels import EVENTS as EVENTS_CHANNEL
 from app.queue.channels import RUNS as RUNS_CHANNEL
@@ -29,7 +30,6 @@ from app.queue.finish import FINISH_IF_LEASED, Ended, Endings
 from app.queue.maintenance import Maintenance
 from app.queue.ops import QUEUE_DEPTH, Ops, QueueDepth, QueueStats
 from app.queue.runs import Runs
-from app.queue.store import database_down
 
 if TYPE_CHECKING:
     from app.settings import Settings

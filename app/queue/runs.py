@@ -11,10 +11,11 @@ from typing import Any
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.db.errors import database_down
 from app.domain import IdempotencyConflict, Run, RunFinished, RunNotFound, Status
 from app.queue.codec import dumps, events_params
 from app.queue.statements import statement
-from app.queue.store import Store, database_down
+from app.queue.store import Store
 
 log = logging.getLogger(__name__)
 

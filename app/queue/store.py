@@ -8,26 +8,10 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from sqlalchemy import TextClause
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from app.domain import DatabaseUnavailable, LeaseLost, Run
-
-_DB_ERRORS = (OSError, InterfaceError, OperationalError)
-# A server going away, restarting or not taking connections yet: connection exceptions (class
-# 08), admin/crash shutdown and "cannot connect now" (57P01-57P03), too many connections. The
-# asyncpg dialect wraps these as a plain DBAPIError, with the SQLSTATE on ``orig``.
-_UNAVAILABLE_SQLSTATES = ("08", "57P01", "57P02", "57P03", "53300")
-
-
-def database_down(exc: DBAPIError) -> bool:
-    """Whether ``exc`` means PostgreSQL cannot be reached now (retry later), not a bad statement."""
-    sqlstate = getattr(exc.orig, "sqlstate", None) or ""
-    return (
-        exc.connection_invalidated
-        or isinstance(exc, _DB_ERRORS)
-        or sqlstate.startswith(_UNAVAILABLE_SQLSTATES)
-    )
+from app.db.errors import translated
+from app.domain import LeaseLost, Run
 
 
 class Store:
@@ -56,16 +40,10 @@ class Store:
 
     @asynccontextmanager
     async def _tx(self) -> AsyncIterator[AsyncConnection]:
-        """A transaction; connection failures surface as :class:`DatabaseUnavailable`."""
-        try:
+        """A transaction; an unreachable database surfaces as :class:`DatabaseUnavailable`."""
+        with translated():
             async with self.engine.begin() as conn:
                 yield conn
-        except DBAPIError as exc:
-            if database_down(exc):
-                raise DatabaseUnavailable(str(exc.orig)) from exc
-            raise
-        except _DB_ERRORS as exc:
-            raise DatabaseUnavailable(str(exc)) from exc
 
     @asynccontextmanager
     async def _statement(self) -> AsyncIterator[AsyncConnection]:
@@ -74,15 +52,9 @@ class Store:
         A statement is atomic on its own: a transition's CTEs (status, events, checkpoint,
         NOTIFY) commit together, and a read sees one snapshot.
         """
-        try:
+        with translated():
             async with self.engine.connect() as conn:
                 yield await conn.execution_options(isolation_level="AUTOCOMMIT")
-        except DBAPIError as exc:
-            if database_down(exc):
-                raise DatabaseUnavailable(str(exc.orig)) from exc
-            raise
-        except _DB_ERRORS as exc:
-            raise DatabaseUnavailable(str(exc)) from exc
 
     def _idle_bound(self) -> dict[str, str]:
         """``:ms`` for bound_idle_transaction: one lease of idleness."""
