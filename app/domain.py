@@ -162,7 +162,7 @@ class Event:
 
 
 @dataclass(frozen=True, slots=True)
-class EventPage:
+class EventSlice:
     """One run's events after a cursor, with its status and last seq read in the same snapshot,
     so a follower knows without another read whether anything can still come."""
 

@@ -13,7 +13,7 @@ from app.api.params import RunIdPath, decode_cursor, encode_cursor
 from app.api.problems import ApiProblem, problems
 from app.api.schemas import CancelRun, CreateRun, EventOut, EventPage, RunOut, RunPage, StreamToken
 from app.api.stream import event_stream
-from app.api.tokens import issue_token
+from app.api.tokens import stream_token
 from app.domain import Status
 from app.metrics import RUNS_CREATED, count_ending
 from app.queue import request_hash
@@ -170,7 +170,14 @@ async def run_events(
     if _wants_json(request):
         events = await runtime.queue.read_events(run.id, after=cursor, limit=limit)
         return EventPage(items=[EventOut.of(e) for e in events])
-    return event_stream(runtime, run, after=cursor)
+    return event_stream(
+        run,
+        after=cursor,
+        hub=runtime.hub,
+        presence=runtime.presence,
+        poll_s=runtime.settings.poll_s,
+        ping_s=runtime.sse_ping_s,
+    )
 
 
 @router.post(
@@ -179,10 +186,4 @@ async def run_events(
 async def create_stream_token(principal: Tenant, run_id: RunIdPath, runtime: RuntimeDep) -> StreamToken:
     """A short-lived token for `GET /runs/{id}/events?token=…` (a browser EventSource sends no headers)."""
     run = await runtime.queue.get_run(run_id, tenant_id=principal.tenant_id)
-    token, expires_at = issue_token(
-        runtime.settings.secret_key or "",
-        run_id=run.id,
-        tenant_id=run.tenant_id,
-        ttl_s=runtime.settings.stream_token_ttl_s,
-    )
-    return StreamToken(token=token, expires_at=expires_at)
+    return stream_token(run, runtime.settings)

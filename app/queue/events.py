@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from app.domain import Event, EventPage, LeaseLost, Run, Status
+from app.domain import Event, EventSlice, LeaseLost, Run, Status
 from app.queue.codec import NewEvents, dumps, event_from_row, events_params, loads
 from app.queue.statements import statement
 from app.queue.store import Store
@@ -62,7 +62,7 @@ class Events(Store):
 
     async def read_event_pages(
         self, cursors: Sequence[tuple[uuid.UUID, int]], *, limit: int
-    ) -> list[EventPage | None]:
+    ) -> list[EventSlice | None]:
         """For each ``(run_id, after)``: up to ``limit`` events after the cursor and the run's
         state, all from one snapshot; ``None`` for a run that no longer exists."""
         if not cursors:
@@ -70,11 +70,11 @@ class Events(Store):
         params = {"run_ids": [c[0] for c in cursors], "afters": [c[1] for c in cursors], "limit": limit}
         async with self._statement() as conn:
             rows = (await conn.execute(READ_EVENT_PAGES, params)).all()
-        pages: list[EventPage | None] = [None] * len(cursors)
+        pages: list[EventSlice | None] = [None] * len(cursors)
         for i, status, last_event_seq, seq, type_, data in rows:
             page = pages[i - 1]
             if page is None:
-                page = pages[i - 1] = EventPage(Status(status), last_event_seq, [])
+                page = pages[i - 1] = EventSlice(Status(status), last_event_seq, [])
             if seq is not None:
                 page.events.append((seq, type_, data))
         return pages
