@@ -19,7 +19,6 @@ class Status(StrEnum):
 
 
 TERMINAL = frozenset({Status.DONE, Status.DEAD, Status.CANCELLED})
-TERMINAL_EVENTS = frozenset({"run.completed", "run.cancelled", "run.failed"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.domain import TERMINAL_EVENTS, Event, Run, Status
+from app.domain import Event, Run, Status
+
+TERMINAL_EVENTS = frozenset({"run.completed", "run.cancelled", "run.failed"})
 
 # Failures that make a run dead at once, whatever attempts it has left (DESIGN.md §1 "fatal error").
 FATAL_CODES = frozenset(

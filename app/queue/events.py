@@ -4,7 +4,7 @@ presence of the streams that follow it."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from app.domain import Event, EventSlice, LeaseLost, Run, Status
@@ -15,9 +15,6 @@ from app.queue.store import Store
 APPEND_EVENTS_IF_LEASED = statement("append_events_if_leased")
 SAVE_CHECKPOINT_IF_LEASED = statement("save_checkpoint_if_leased")
 READ_EVENTS = statement("read_events")
-# New events of many runs after each run's own cursor, in one statement: what a process that
-# fans one LISTEN out to many streams needs to read once per wake-up, not once per stream.
-READ_EVENTS_MANY = statement("read_events_many")
 READ_EVENT_PAGES = statement("read_event_pages")
 GET_EFFECT = statement("get_effect")
 RECORD_EFFECT_IF_LEASED = statement("record_effect_if_leased")
@@ -47,18 +44,6 @@ class Events(Store):
                 await conn.execute(READ_EVENTS, {"run_id": run_id, "after": after, "limit": limit})
             ).all()
         return [event_from_row(r) for r in rows]
-
-    async def read_events_many(self, cursors: Mapping[uuid.UUID, int]) -> dict[uuid.UUID, list[Event]]:
-        """``read_events`` for many runs at once: each run's events after its cursor, in order."""
-        if not cursors:
-            return {}
-        params = {"run_ids": list(cursors), "afters": list(cursors.values())}
-        async with self._tx() as conn:
-            rows = (await conn.execute(READ_EVENTS_MANY, params)).all()
-        events: dict[uuid.UUID, list[Event]] = {run_id: [] for run_id in cursors}
-        for r in rows:
-            events[r.run_id].append(event_from_row(r))
-        return events
 
     async def read_event_pages(
         self, cursors: Sequence[tuple[uuid.UUID, int]], *, limit: int

@@ -56,13 +56,6 @@ SELECT seq, type, data, attempt, created_at FROM run_events
  ORDER BY seq
  LIMIT :limit;
 
--- name: read_events_many
--- Many runs' events, each after its own cursor, in one statement.
-SELECT e.run_id, e.seq, e.type, e.data, e.attempt, e.created_at
-  FROM unnest(CAST(:run_ids AS uuid[]), CAST(:afters AS int[])) AS c(run_id, after)
-  JOIN run_events e ON e.run_id = c.run_id AND e.seq > c.after
- ORDER BY e.run_id, e.seq;
-
 -- name: read_event_pages
 -- What an API process's streams need after a wake-up, for every (run, cursor) they follow.
 -- Each run's next events (data as JSON text, sent as is) and, from the same snapshot, its
