@@ -75,7 +75,7 @@ def describe_error(exc: BaseException) -> str:
     from pydantic import ValidationError
     from sqlalchemy.exc import DBAPIError
 
-    from app.db.unavailable import database_unreachable
+    from app.db.errors import database_down
     from app.redact import redact
 
     if isinstance(exc, ValidationError):
@@ -87,7 +87,7 @@ def describe_error(exc: BaseException) -> str:
         return f"configuration error: {problems}"
     if type(exc).__name__ in _QUEUE_ERRORS:
         return _QUEUE_ERRORS[type(exc).__name__].format(exc)
-    if database_unreachable(exc):
+    if database_down(exc):
         return f"cannot reach the database: {redact(_first_line(exc))}"
     if isinstance(exc, DBAPIError) and getattr(exc.orig, "sqlstate", None) == "42P01":
         return "the database has no runq tables yet: run `runq migrate`"

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any
 
 
 class Status(StrEnum):
@@ -18,7 +19,6 @@ class Status(StrEnum):
 
 
 TERMINAL = frozenset({Status.DONE, Status.DEAD, Status.CANCELLED})
-TERMINAL_EVENTS = frozenset({"run.completed", "run.cancelled", "run.failed"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +51,24 @@ class Run:
     def is_terminal(self) -> bool:
         return self.status in TERMINAL
 
+    @classmethod
+    def from_row(cls, row: Any) -> Run:
+        """The run from a row of ``agent_runs`` (the statements return ``agent_runs.*``): the
+        one place its columns map onto the type, so they are written out only here."""
+        m = row._mapping
+        values = {name: m[name] for name in _RUN_FIELDS}
+        values["status"] = Status(values["status"])
+        values["input"], values["budget"] = _json(m["input_json"]), _json(m["budget_json"])
+        values["output"] = _json(values["output"])
+        return cls(**values)
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+_RUN_FIELDS = [f.name for f in fields(Run) if f.name not in ("input", "budget")]
+
 
 @dataclass(frozen=True, slots=True)
 class Claim:
@@ -61,28 +79,76 @@ class Claim:
     resume_state: Any
 
 
-class Outcome(Protocol):
-    """How the statement that ended an attempt left the run (a :class:`Run` is one)."""
+class Ending(StrEnum):
+    """How the worker ends an attempt. The status it leads to is the database's to say: a
+    retry without attempts left is ``dead``, a retry or release of a run with a cancel request
+    is ``cancelled``."""
 
-    @property
-    def status(self) -> Status: ...
-    @property
-    def error_code(self) -> str | None: ...
-    @property
-    def cancel_reason(self) -> str | None: ...
+    DONE = "done"
+    RETRY = "retry"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+    RELEASED = "released"
 
 
 @dataclass(frozen=True, slots=True)
-class Completed:
-    """A run :meth:`~app.queue.Queue.complete_many` finished. Only what the worker needs is
-    read back: decoding every completed run's input and output again costs more than the run."""
+class Finish:
+    """The ending an attempt gets and what it stores (see ``app.worker.decide``)."""
+
+    ending: Ending
+    output: Any = None
+    error_code: str | None = None
+    error_message: str | None = None
+
+    @classmethod
+    def done(cls, output: Any) -> Finish:
+        return cls(Ending.DONE, output=output)
+
+    @classmethod
+    def retry(cls, error_code: str, error_message: str) -> Finish:
+        return cls(Ending.RETRY, error_code=error_code, error_message=error_message)
+
+    @classmethod
+    def dead(cls, error_code: str, error_message: str) -> Finish:
+        return cls(Ending.DEAD, error_code=error_code, error_message=error_message)
+
+    @classmethod
+    def cancelled(cls) -> Finish:
+        return cls(Ending.CANCELLED)
+
+    @classmethod
+    def released(cls) -> Finish:
+        return cls(Ending.RELEASED, error_code="worker_shutdown")
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """How the statement that ended an attempt left the run. Not its input or budget: decoding
+    them again for every finished run costs more than a no-op run."""
 
     id: uuid.UUID
+    status: Status
+    attempts: int
+    output: Any
+    available_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+    locked_by: str | None
+    locked_until: datetime | None
+    error_code: str | None
+    error_message: str | None
+    cancel_reason: str | None
     last_event_seq: int
 
-    status = Status.DONE
-    error_code = None
-    cancel_reason = None
+    @classmethod
+    def from_row(cls, row: Any) -> Finished:
+        m = row._mapping
+        values = {name: m[name] for name in _FINISHED_FIELDS}
+        values["status"], values["output"] = Status(values["status"]), _json(values["output"])
+        return cls(**values)
+
+
+_FINISHED_FIELDS = [f.name for f in fields(Finished)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +161,7 @@ class Event:
 
 
 @dataclass(frozen=True, slots=True)
-class EventPage:
+class EventSlice:
     """One run's events after a cursor, with its status and last seq read in the same snapshot,
     so a follower knows without another read whether anything can still come."""
 

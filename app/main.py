@@ -29,7 +29,7 @@ from app.api.presence import Presence
 from app.api.problems import ApiProblem, problem_response
 from app.api.stream import event_hub
 from app.db.engine import asyncpg_dsn, create_engine
-from app.db.unavailable import DATABASE_DOWN
+from app.db.errors import CONNECTION_ERRORS, database_down
 from app.domain import (
     IdempotencyConflict,
     NotRequeueable,
@@ -37,7 +37,7 @@ from app.domain import (
     RunNotFound,
 )
 from app.logs import configure_logging
-from app.queue import Queue, database_down
+from app.queue import Queue
 from app.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
@@ -156,7 +156,7 @@ def _add_problem_handlers(app: FastAPI) -> None:
         detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(status).phrase
         return problem_response(status, code, detail, instance=request.url.path, headers=exc.headers)
 
-    @on(*DATABASE_DOWN)
+    @on(DatabaseUnavailable, *CONNECTION_ERRORS)  # what escapes a statement outside the queue too
     async def database_problem(request: Request, exc: Exception) -> JSONResponse:
         log.warning("database unavailable during %s %s: %r", request.method, request.url.path, exc)
         return problem_response(

@@ -11,13 +11,14 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterator
+from typing import Protocol
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from app.domain import DatabaseUnavailable, Status
+from app.domain import TERMINAL, DatabaseUnavailable, Status
 from app.queue import Queue, QueueDepth
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,24 @@ RUNS_REQUEUED = Counter("runq_runs_requeued_total", "Dead or cancelled runs requ
 RUNS_PURGED = Counter(
     "runq_runs_purged_total", "Finished runs (with their events) deleted by retention"
 )
+
+
+class _Ended(Protocol):
+    @property
+    def status(self) -> Status: ...
+    @property
+    def cancel_reason(self) -> str | None: ...
+
+
+def count_ending(run: _Ended) -> None:
+    """Count a run that a statement of this process just ended: a retry, or a terminal status
+    (cancels also by reason). Whoever writes the status counts it: worker, reaper or API."""
+    if run.status is Status.PENDING:
+        RUNS_RETRIED.inc()
+    elif run.status in TERMINAL:
+        RUNS_FINISHED.labels(status=run.status.value).inc()
+        if run.status is Status.CANCELLED:
+            RUNS_CANCELLED.labels(reason=run.cancel_reason or "unknown").inc()
 
 
 class QueueGauges(Collector):

@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
 from app.db.engine import async_url, create_engine
+from app.domain import Finish
 from app.queue import CLAIM_BATCH, Queue
 from bench import hot_updates
 from bench.procs import APP_NAME, children, connect, wait_for, wait_for_workers
@@ -169,7 +170,7 @@ async def claim_latency(
                     started = time.perf_counter()
                     (claim,) = await queues[side].claim_batch(worker_id="bench", limit=1)
                     latencies[side].append(time.perf_counter() - started)
-                    await queues[side].complete(run_id=claim.run.id, lease_id=claim.lease_id, output={})
+                    await queues[side].finish(run_id=claim.run.id, lease_id=claim.lease_id, finish=Finish.done({}))
         finally:
             for engine in engines:
                 await engine.dispose()

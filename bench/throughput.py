@@ -18,7 +18,8 @@ from typing import Any
 import asyncpg
 
 from app.db.engine import asyncpg_dsn, create_engine
-from app.queue import CLAIM_BATCH, COMPLETE_MANY_IF_LEASED, Queue
+from app.domain import Finish
+from app.queue import CLAIM_BATCH, FINISH_IF_LEASED, Ended, Queue
 from bench.drain import best, timed_drain
 from bench.procs import APP_NAME, PYTHON, connect
 from bench.server import BenchServer
@@ -89,7 +90,7 @@ class PreparedStatements:
         self._pool = pool
         self._compiled = {
             name: statement.compile(dialect=dialect)
-            for name, statement in (("claim", CLAIM_BATCH), ("complete_many", COMPLETE_MANY_IF_LEASED))
+            for name, statement in (("claim", CLAIM_BATCH), ("complete_many", FINISH_IF_LEASED))
         }
 
     async def _fetch(self, name: str, params: dict[str, Any]) -> list[asyncpg.Record]:
@@ -107,7 +108,13 @@ class PreparedStatements:
         params = {
             "run_ids": [c[0] for c in ordered],
             "lease_ids": [c[1] for c in ordered],
+            "endings": ["done"] * len(ordered),
             "outputs": ["{}"] * len(ordered),
+            "error_codes": [None] * len(ordered),
+            "error_messages": [None] * len(ordered),
+            "retry_base_s": 5.0,
+            "retry_max_s": 300.0,
+            "aging_s": 60.0,
             "event_run_ids": [],
             "types": [],
             "datas": [],
@@ -147,8 +154,8 @@ async def _claim_complete(url: str, variant: str, *, runs: int, claimers: int, b
         if not claims:
             return 0
         if variant == "complete_many":
-            return len(await queue.complete_many([(c.run.id, c.lease_id, {}, ()) for c in claims]))
-        await asyncio.gather(*(queue.complete(run_id=c.run.id, lease_id=c.lease_id, output={}) for c in claims))
+            return len(await queue.finish_many([Ended(c.run.id, c.lease_id, Finish.done({})) for c in claims]))
+        await asyncio.gather(*(queue.finish(run_id=c.run.id, lease_id=c.lease_id, finish=Finish.done({})) for c in claims))
         return len(claims)
 
     async def claimer(i: int) -> int:

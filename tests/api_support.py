@@ -21,7 +21,7 @@ from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.api.keys import insert_key
-from app.domain import Claim
+from app.domain import Claim, Finish
 from app.queue import Queue
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -126,11 +126,11 @@ class RunDriver:
 
     async def fail(self) -> int:
         """A fatal failure: ``dead`` with ``run.failed``."""
-        run = await self.queue.bury(**self._ref(), error_code="fatal_error", error_message="test")
+        run = await self.queue.finish(**self._ref(), finish=Finish.dead("fatal_error", "test"))
         return run.last_event_seq
 
     async def complete(self, output: Any = None) -> int:
-        return (await self.queue.complete(**self._ref(), output=output or {"text": "done"})).last_event_seq
+        return (await self.queue.finish(**self._ref(), finish=Finish.done(output or {"text": "done"}))).last_event_seq
 
 
 def free_port() -> int:

@@ -12,9 +12,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.domain import TERMINAL_EVENTS, Event, Run, Status
+from app.domain import Event, Run, Status
 
-# Failures that bury a run at once, whatever attempts it has left (docs/contract.md, section 1, "fatal error").
+TERMINAL_EVENTS = frozenset({"run.completed", "run.cancelled", "run.failed"})
+
+# Failures that make a run dead at once, whatever attempts it has left (docs/contract.md, section 1, "fatal error").
 FATAL_CODES = frozenset(
     {"fatal_error", "budget_exceeded", "deadline_exceeded", "unknown_agent", "invalid_input"}
 )

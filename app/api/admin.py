@@ -23,9 +23,9 @@ from app.api.deps import Runtime, RuntimeDep
 from app.api.params import RunIdPath, decode_cursor, encode_cursor
 from app.api.problems import problems
 from app.api.schemas import StreamToken
-from app.api.tokens import issue_token
+from app.api.tokens import stream_token
 from app.domain import Status
-from app.metrics import RUNS_CANCELLED, RUNS_FINISHED, RUNS_REQUEUED
+from app.metrics import RUNS_REQUEUED, count_ending
 
 router = APIRouter(
     prefix="/admin",
@@ -83,9 +83,7 @@ async def requeue_run(run_id: RunIdPath, runtime: RuntimeDep) -> AdminRunOut:
 async def cancel_run(run_id: RunIdPath, runtime: RuntimeDep) -> AdminRunOut:
     """Stop any tenant's run, with ``cancel_reason`` ``operator`` (as `runq runs cancel`)."""
     run = await runtime.queue.request_cancel(run_id, tenant_id=None, reason="operator")
-    if run.status is Status.CANCELLED:
-        RUNS_CANCELLED.labels(reason="operator").inc()
-        RUNS_FINISHED.labels(status="cancelled").inc()
+    count_ending(run)  # cancelled now if it was pending; a leased run is ended by its worker
     return AdminRunOut.of(run)
 
 
@@ -94,13 +92,7 @@ async def create_stream_token(run_id: RunIdPath, runtime: RuntimeDep) -> StreamT
     """A stream token for any tenant's run, so an operator's browser can follow it at
     `GET /runs/{id}/events?token=…`; the token is bound to that run and its tenant."""
     run = await runtime.queue.get_run(run_id, tenant_id=None)
-    token, expires_at = issue_token(
-        runtime.settings.secret_key or "",
-        run_id=run.id,
-        tenant_id=run.tenant_id,
-        ttl_s=runtime.settings.stream_token_ttl_s,
-    )
-    return StreamToken(token=token, expires_at=expires_at)
+    return stream_token(run, runtime.settings)
 
 
 @router.get("/workers", response_model=WorkerList)

@@ -8,7 +8,6 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.schemas import RunOut
-from app.domain import Run
 from app.queue import QueueStats
 
 
@@ -17,11 +16,6 @@ class AdminRunOut(RunOut):
 
     locked_by: str | None = Field(description="`host:pid:boot_id` of the worker holding the lease")
     locked_until: datetime | None
-
-    @classmethod
-    def of(cls, run: Run) -> AdminRunOut:
-        fields = {name: getattr(run, name) for name in cls.model_fields if name != "id"}
-        return cls(id=str(run.id), **fields)
 
 
 class AdminRunPage(BaseModel):

@@ -21,9 +21,9 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any, Generic, TypeVar
 
-import asyncpg
-
-from app.queue import EVENTS_CHANNEL
+from app.backoff import Backoff
+from app.db.listen import listen_forever
+from app.queue import channels
 
 P = TypeVar("P")
 Cursor = tuple[uuid.UUID, int]  # (run_id, last seq the reader has)
@@ -118,7 +118,7 @@ class EventHub(Generic[P]):
                 if not future.done():
                     future.set_result(result)
 
-    def _on_notify(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
+    def _on_notify(self, payload: str) -> None:
         for written in payload.split(","):  # "<run_id>:<last_seq>", one per run the statement wrote
             for wake in self._subscribers.get(written.partition(":")[0], ()):
                 wake.set()
@@ -129,35 +129,19 @@ class EventHub(Generic[P]):
                 wake.set()
 
     async def _listen_forever(self) -> None:
-        delay = self._backoff[0]
-        while True:
-            try:
-                await self._listen_once()
-                delay = self._backoff[0]
-            except Exception as exc:  # whatever broke the connection, this loop must live on
-                log.warning("LISTEN connection failed (%r); retrying in %.1fs", exc, delay)
-            self.connected.clear()
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, self._backoff[1])
-
-    async def _listen_once(self) -> None:
-        """Listen until the connection dies; a probe notices a silently dead socket."""
-        conn = await asyncpg.connect(
-            self._dsn, timeout=10, server_settings={"application_name": "runq-api-listen"}
+        await listen_forever(
+            self._dsn,
+            {channels.EVENTS: self._on_notify},
+            application_name="runq-api-listen",
+            on_connect=self._connected,
+            on_disconnect=self.connected.clear,
+            probe_s=self._probe_s,
+            backoff=Backoff(first_s=self._backoff[0], max_s=self._backoff[1]),
         )
-        lost = asyncio.Event()
-        conn.add_termination_listener(lambda _conn: lost.set())
-        try:
-            await conn.add_listener(EVENTS_CHANNEL, self._on_notify)
-            self.connected.set()
-            self._wake_all()
-            while not lost.is_set():
-                with suppress(TimeoutError):
-                    await asyncio.wait_for(lost.wait(), timeout=self._probe_s)
-                if not lost.is_set():
-                    await conn.fetchval("SELECT 1", timeout=self._probe_s)
-        finally:
-            conn.terminate()
+
+    def _connected(self) -> None:
+        self.connected.set()
+        self._wake_all()
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:

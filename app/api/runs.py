@@ -13,9 +13,9 @@ from app.api.params import RunIdPath, decode_cursor, encode_cursor
 from app.api.problems import ApiProblem, problems
 from app.api.schemas import CancelRun, CreateRun, EventOut, EventPage, RunOut, RunPage, StreamToken
 from app.api.stream import event_stream
-from app.api.tokens import issue_token
+from app.api.tokens import stream_token
 from app.domain import Status
-from app.metrics import RUNS_CANCELLED, RUNS_CREATED, RUNS_FINISHED
+from app.metrics import RUNS_CREATED, count_ending
 from app.queue import request_hash
 from app.redact import redact
 
@@ -124,9 +124,7 @@ async def cancel_run(
         reason="user",
         note=redact(body.note) if body and body.note else None,  # event data is stored redacted
     )
-    if run.status is Status.CANCELLED:
-        RUNS_CANCELLED.labels(reason="user").inc()
-        RUNS_FINISHED.labels(status="cancelled").inc()
+    count_ending(run)  # cancelled now if it was pending; a leased run is ended by its worker
     return RunOut.of(run)
 
 
@@ -175,7 +173,14 @@ async def run_events(
         page = events[:limit]
         next_after = page[-1].seq if len(events) > limit else None
         return EventPage(items=[EventOut.of(e) for e in page], next_after=next_after)
-    return event_stream(runtime, run, after=cursor)
+    return event_stream(
+        run,
+        after=cursor,
+        hub=runtime.hub,
+        presence=runtime.presence,
+        poll_s=runtime.settings.poll_s,
+        ping_s=runtime.sse_ping_s,
+    )
 
 
 @router.post(
@@ -184,10 +189,4 @@ async def run_events(
 async def create_stream_token(principal: Tenant, run_id: RunIdPath, runtime: RuntimeDep) -> StreamToken:
     """A short-lived token for `GET /runs/{id}/events?token=…` (a browser EventSource sends no headers)."""
     run = await runtime.queue.get_run(run_id, tenant_id=principal.tenant_id)
-    token, expires_at = issue_token(
-        runtime.settings.secret_key or "",
-        run_id=run.id,
-        tenant_id=run.tenant_id,
-        ttl_s=runtime.settings.stream_token_ttl_s,
-    )
-    return StreamToken(token=token, expires_at=expires_at)
+    return stream_token(run, runtime.settings)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -113,7 +113,8 @@ class RunOut(BaseModel):
     last_event_seq: int
 
     @classmethod
-    def of(cls, run: Run) -> RunOut:
+    def of(cls, run: Run) -> Self:
+        """The run's fields this model (or a subclass, as the admin's) declares."""
         fields = {name: getattr(run, name) for name in cls.model_fields if name != "id"}
         return cls(id=str(run.id), **fields)
 

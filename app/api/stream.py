@@ -12,17 +12,14 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from app.api.listener import Cursor, EventHub
-from app.domain import TERMINAL, DatabaseUnavailable, EventPage, Run
+from app.api.presence import Presence
+from app.domain import TERMINAL, DatabaseUnavailable, EventSlice, Run
 from app.metrics import SSE_SUBSCRIBERS
 from app.queue import Queue
-
-if TYPE_CHECKING:
-    from app.api.deps import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +38,7 @@ class Page:
     finished: bool  # the run is terminal and its last event is in this page or before
 
 
-def encode(page: EventPage, after: int) -> Page:
+def encode(page: EventSlice, after: int) -> Page:
     body = b"".join(
         ServerSentEvent(data=data, event=type_, id=str(seq)).encode() for seq, type_, data in page.events
     )
@@ -61,10 +58,12 @@ def event_hub(dsn: str, queue: Queue) -> EventHub[Page | None]:
     return EventHub(dsn, read_batch)
 
 
-def event_stream(runtime: Runtime, run: Run, *, after: int) -> EventSourceResponse:
+def event_stream(
+    run: Run, *, after: int, hub: EventHub[Page | None], presence: Presence, poll_s: float, ping_s: float
+) -> EventSourceResponse:
     return EventSourceResponse(
-        follow(runtime, run, after=after),
-        ping=runtime.sse_ping_s,
+        follow(run, after=after, hub=hub, presence=presence, poll_s=poll_s),
+        ping=ping_s,
         send_timeout=SEND_TIMEOUT_S,
     )
 
@@ -75,21 +74,23 @@ def _finished(run: Run, cursor: int) -> bool:
     return run.is_terminal and cursor >= run.last_event_seq
 
 
-async def follow(runtime: Runtime, run: Run, *, after: int) -> AsyncIterator[bytes]:
+async def follow(
+    run: Run, *, after: int, hub: EventHub[Page | None], presence: Presence, poll_s: float
+) -> AsyncIterator[bytes]:
     """The frames of ``run`` after seq ``after``, until it is terminal and all are sent.
 
     While open, the stream is a subscriber of the run (presence), which is what keeps an
     ``on_disconnect="cancel"`` run alive; leaving never cancels anything by itself.
     """
-    subscriber_id = await runtime.presence.attach(run.id)
+    subscriber_id = await presence.attach(run.id)
     SSE_SUBSCRIBERS.inc()
     cursor, finished = after, _finished(run, after)
     try:
-        with runtime.hub.subscribe(run.id) as wake:
+        with hub.subscribe(run.id) as wake:
             while not finished:
                 wake.clear()
                 try:
-                    page = await runtime.hub.read(run.id, cursor)
+                    page = await hub.read(run.id, cursor)
                 except DatabaseUnavailable as exc:
                     # Keep the stream (and its pings) open; the next read catches up.
                     log.warning("stream of run %s cannot read events: %s", run.id, exc)
@@ -104,12 +105,10 @@ async def follow(runtime: Runtime, run: Run, *, after: int) -> AsyncIterator[byt
                         continue
                 # NOTIFY wakes us; the poll only covers a lost notification, so it can be slow
                 # while LISTEN is up (a thousand streams polling fast would be a thousand reads).
-                poll_s = runtime.settings.poll_s
-                if runtime.hub.connected.is_set():
-                    poll_s = max(poll_s, LISTENING_POLL_S)
+                wait_s = max(poll_s, LISTENING_POLL_S) if hub.connected.is_set() else poll_s
                 with suppress(TimeoutError):
-                    async with asyncio.timeout(poll_s):  # no task per wait, unlike wait_for
+                    async with asyncio.timeout(wait_s):  # no task per wait, unlike wait_for
                         await wake.wait()
     finally:
         SSE_SUBSCRIBERS.dec()
-        runtime.presence.detach(run.id, subscriber_id)
+        presence.detach(run.id, subscriber_id)

@@ -16,6 +16,10 @@ import time
 import uuid
 from datetime import UTC, datetime
 
+from app.api.schemas import StreamToken
+from app.domain import Run
+from app.settings import Settings
+
 
 class InvalidToken(Exception):
     """The token is malformed, forged, expired or for another run."""
@@ -40,6 +44,14 @@ def issue_token(
     expires = (time.time() if now is None else now) + ttl_s
     payload = _b64(json.dumps({"r": str(run_id), "t": tenant_id, "e": expires}).encode())
     return f"{payload}.{_sign(secret, payload)}", datetime.fromtimestamp(expires, UTC)
+
+
+def stream_token(run: Run, settings: Settings) -> StreamToken:
+    """The ``POST …/stream-token`` answer for ``run`` (tenant and admin routes alike)."""
+    token, expires_at = issue_token(
+        settings.secret_key or "", run_id=run.id, tenant_id=run.tenant_id, ttl_s=settings.stream_token_ttl_s
+    )
+    return StreamToken(token=token, expires_at=expires_at)
 
 
 def verify_token(secret: str, token: str, *, run_id: str, now: float | None = None) -> str:

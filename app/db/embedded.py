@@ -44,11 +44,6 @@ class EmbeddedPostgresError(RuntimeError):
     """The embedded server could not be initialised, started or stopped."""
 
 
-def default_data_dir(project_root: Path) -> Path:
-    """Where `make run` keeps its cluster, so restarts reuse the same data."""
-    return project_root / ".runq" / "pgdata"
-
-
 class EmbeddedPostgres:
     """A PostgreSQL server on 127.0.0.1 (TCP only), owned by the calling process.
 

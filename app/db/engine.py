@@ -1,4 +1,4 @@
-"""SQLAlchemy engines on asyncpg, and the one place where driver errors become domain errors."""
+"""SQLAlchemy engines on asyncpg (driver errors become domain errors in :mod:`app.db.errors`)."""
 
 from __future__ import annotations
 

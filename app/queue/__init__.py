@@ -9,7 +9,7 @@ run row hands out gapless sequence numbers under the row lock, in commit order.
 
 Modules by concern: :mod:`~app.queue.runs` (create, read, stop), :mod:`~app.queue.claims`
 (claim, heartbeat), :mod:`~app.queue.events` (log, checkpoint, effects, presence),
-:mod:`~app.queue.finish` (how an attempt ends), :mod:`~app.queue.maintenance` (reaper,
+:mod:`~app.queue.finish` (how an attempt ends, batched), :mod:`~app.queue.maintenance` (reaper,
 retention), :mod:`~app.queue.ops` (admin and metrics).
 """
 
@@ -19,17 +19,17 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.db.errors import database_down
 from app.queue.channels import CANCEL as CANCEL_CHANNEL
 from app.queue.channels import EVENTS as EVENTS_CHANNEL
 from app.queue.channels import RUNS as RUNS_CHANNEL
 from app.queue.claims import CLAIM_BATCH, CLAIM_BATCH_CAPPED, Claims
 from app.queue.codec import NewEvents, request_hash
 from app.queue.events import Events
-from app.queue.finish import COMPLETE_MANY_IF_LEASED, Finish
+from app.queue.finish import FINISH_IF_LEASED, Ended, Endings
 from app.queue.maintenance import Maintenance
 from app.queue.ops import QUEUE_DEPTH, Ops, QueueDepth, QueueStats
 from app.queue.runs import Runs
-from app.queue.store import database_down
 
 if TYPE_CHECKING:
     from app.settings import Settings
@@ -38,10 +38,11 @@ __all__ = [
     "CANCEL_CHANNEL",
     "CLAIM_BATCH",
     "CLAIM_BATCH_CAPPED",
-    "COMPLETE_MANY_IF_LEASED",
     "EVENTS_CHANNEL",
+    "FINISH_IF_LEASED",
     "QUEUE_DEPTH",
     "RUNS_CHANNEL",
+    "Ended",
     "NewEvents",
     "Queue",
     "QueueDepth",
@@ -51,7 +52,7 @@ __all__ = [
 ]
 
 
-class Queue(Runs, Claims, Events, Finish, Maintenance, Ops):
+class Queue(Runs, Claims, Events, Endings, Maintenance, Ops):
     """The queue's operations; each method is one short transaction on its own connection."""
 
     @classmethod

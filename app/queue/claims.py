@@ -9,8 +9,8 @@ from typing import Any
 
 from sqlalchemy import Row
 
-from app.domain import Claim, LeaseCheck
-from app.queue.codec import loads, run_from_row
+from app.domain import Claim, LeaseCheck, Run
+from app.queue.codec import loads
 from app.queue.statements import statement
 from app.queue.store import Store
 
@@ -54,7 +54,7 @@ class Claims(Store):
             async with self._statement() as conn:
                 rows += (await conn.execute(CLAIM_BATCH, params)).all()
         return [
-            Claim(run=run_from_row(r), lease_id=r._mapping["lease_id"], resume_state=loads(r._mapping["resume_state"]))
+            Claim(run=Run.from_row(r), lease_id=r._mapping["lease_id"], resume_state=loads(r._mapping["resume_state"]))
             for r in rows
         ]
 

@@ -1,4 +1,4 @@
-"""Values into and out of the queue's statements: JSON PostgreSQL can store, rows as runs."""
+"""Values into and out of the queue's statements: JSON PostgreSQL can store, rows as events."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from app.domain import Event, Run, Status
+from app.domain import Event
 
 NewEvents = Sequence[tuple[str, Mapping[str, Any]]]
 
@@ -53,35 +53,6 @@ def events_params(events: NewEvents) -> dict[str, list[str]]:
 def request_hash(body: Mapping[str, Any]) -> str:
     """Stable digest of a create request, to tell an idempotent repeat from a conflicting one."""
     return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def run_from_row(row: Any) -> Run:
-    m = row._mapping
-    return Run(
-        id=m["id"],
-        tenant_id=m["tenant_id"],
-        agent=m["agent"],
-        status=Status(m["status"]),
-        priority=m["priority"],
-        attempts=m["attempts"],
-        max_attempts=m["max_attempts"],
-        input=loads(m["input_json"]),
-        budget=loads(m["budget_json"]),
-        output=loads(m["output"]),
-        available_at=m["available_at"],
-        created_at=m["created_at"],
-        updated_at=m["updated_at"],
-        finished_at=m["finished_at"],
-        cancel_requested_at=m["cancel_requested_at"],
-        cancel_reason=m["cancel_reason"],
-        error_code=m["error_code"],
-        error_message=m["error_message"],
-        on_disconnect=m["on_disconnect"],
-        disconnect_grace_s=m["disconnect_grace_s"],
-        last_event_seq=m["last_event_seq"],
-        locked_by=m["locked_by"],
-        locked_until=m["locked_until"],
-    )
 
 
 def event_from_row(row: Any) -> Event:

@@ -4,23 +4,20 @@ presence of the streams that follow it."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from app.domain import Event, EventPage, LeaseLost, Run, Status
+from app.domain import Event, EventSlice, LeaseLost, Run, Status
 from app.queue.codec import NewEvents, dumps, event_from_row, events_params, loads
 from app.queue.statements import statement
 from app.queue.store import Store
 
-APPEND_EVENTS = statement("append_events")
-SAVE_CHECKPOINT = statement("save_checkpoint")
+APPEND_EVENTS_IF_LEASED = statement("append_events_if_leased")
+SAVE_CHECKPOINT_IF_LEASED = statement("save_checkpoint_if_leased")
 READ_EVENTS = statement("read_events")
-# New events of many runs after each run's own cursor, in one statement: what a process that
-# fans one LISTEN out to many streams needs to read once per wake-up, not once per stream.
-READ_EVENTS_MANY = statement("read_events_many")
 READ_EVENT_PAGES = statement("read_event_pages")
 GET_EFFECT = statement("get_effect")
-RECORD_EFFECT = statement("record_effect")
+RECORD_EFFECT_IF_LEASED = statement("record_effect_if_leased")
 CHECK_LEASE = statement("check_lease")
 ATTACH_SUBSCRIBER = statement("attach_subscriber")
 TOUCH_SUBSCRIBERS = statement("touch_subscribers")
@@ -30,14 +27,14 @@ DETACH_SUBSCRIBERS = statement("detach_subscribers")
 class Events(Store):
     async def append_events(self, *, run_id: uuid.UUID, lease_id: uuid.UUID, events: NewEvents) -> Run:
         """Append events for a leased run; :class:`LeaseLost` if the claim is no longer ours."""
-        return await self._fenced(APPEND_EVENTS, run_id=run_id, lease_id=lease_id, **events_params(events))
+        return await self._write_if_leased(APPEND_EVENTS_IF_LEASED, run_id=run_id, lease_id=lease_id, **events_params(events))
 
     async def save_checkpoint(
         self, *, run_id: uuid.UUID, lease_id: uuid.UUID, state: Any, events: NewEvents = ()
     ) -> Run:
         """Store the resume state together with the events produced so far, atomically."""
-        return await self._fenced(
-            SAVE_CHECKPOINT, run_id=run_id, lease_id=lease_id, state=dumps(state), **events_params(events)
+        return await self._write_if_leased(
+            SAVE_CHECKPOINT_IF_LEASED, run_id=run_id, lease_id=lease_id, state=dumps(state), **events_params(events)
         )
 
     async def read_events(self, run_id: uuid.UUID, *, after: int = 0, limit: int = 1000) -> list[Event]:
@@ -48,21 +45,9 @@ class Events(Store):
             ).all()
         return [event_from_row(r) for r in rows]
 
-    async def read_events_many(self, cursors: Mapping[uuid.UUID, int]) -> dict[uuid.UUID, list[Event]]:
-        """``read_events`` for many runs at once: each run's events after its cursor, in order."""
-        if not cursors:
-            return {}
-        params = {"run_ids": list(cursors), "afters": list(cursors.values())}
-        async with self._tx() as conn:
-            rows = (await conn.execute(READ_EVENTS_MANY, params)).all()
-        events: dict[uuid.UUID, list[Event]] = {run_id: [] for run_id in cursors}
-        for r in rows:
-            events[r.run_id].append(event_from_row(r))
-        return events
-
     async def read_event_pages(
         self, cursors: Sequence[tuple[uuid.UUID, int]], *, limit: int
-    ) -> list[EventPage | None]:
+    ) -> list[EventSlice | None]:
         """For each ``(run_id, after)``: up to ``limit`` events after the cursor and the run's
         state, all from one snapshot; ``None`` for a run that no longer exists."""
         if not cursors:
@@ -70,11 +55,11 @@ class Events(Store):
         params = {"run_ids": [c[0] for c in cursors], "afters": [c[1] for c in cursors], "limit": limit}
         async with self._statement() as conn:
             rows = (await conn.execute(READ_EVENT_PAGES, params)).all()
-        pages: list[EventPage | None] = [None] * len(cursors)
+        pages: list[EventSlice | None] = [None] * len(cursors)
         for i, status, last_event_seq, seq, type_, data in rows:
             page = pages[i - 1]
             if page is None:
-                page = pages[i - 1] = EventPage(Status(status), last_event_seq, [])
+                page = pages[i - 1] = EventSlice(Status(status), last_event_seq, [])
             if seq is not None:
                 page.events.append((seq, type_, data))
         return pages
@@ -89,7 +74,7 @@ class Events(Store):
         """Commit an effect record, fenced by the lease."""
         params = {"run_id": run_id, "lease_id": lease_id, "key": key, "result": dumps(result)}
         async with self._tx() as conn:
-            if (await conn.execute(RECORD_EFFECT, params)).first() is None and (
+            if (await conn.execute(RECORD_EFFECT_IF_LEASED, params)).first() is None and (
                 await conn.execute(CHECK_LEASE, {"run_id": run_id, "lease_id": lease_id})
             ).first() is None:
                 raise LeaseLost(str(run_id))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from app.domain import Run
 from app.queue.claims import BOUND_IDLE_TRANSACTION
-from app.queue.codec import events_params, run_from_row
+from app.queue.codec import events_params
 from app.queue.statements import statement
 from app.queue.store import Store
 
@@ -27,7 +27,7 @@ class Maintenance(Store):
             if not (await conn.execute(REAPER_LOCK)).scalar():
                 return []
             rows = (await conn.execute(REAP_EXPIRED, params)).all()
-        return [run_from_row(r) for r in rows]
+        return [Run.from_row(r) for r in rows]
 
     async def cancel_abandoned(self, *, batch: int = 500) -> list[Run]:
         """Interactive runs nobody has watched for their grace window: cancel, reason ``abandoned``."""
@@ -43,7 +43,7 @@ class Maintenance(Store):
             await conn.execute(FORGET_STALE_SUBSCRIBERS, {"presence_ttl_s": self.presence_ttl_s})
             rows = [*(await conn.execute(CANCEL_ABANDONED_PENDING, params)).all()]
             rows += (await conn.execute(REQUEST_CANCEL_ABANDONED, params)).all()
-        return [run_from_row(r) for r in rows]
+        return [Run.from_row(r) for r in rows]
 
     async def purge_finished(self, *, older_than_s: float, batch: int = 500) -> int:
         """Delete one batch of finished runs (and, by cascade, their events) older than the age."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.domain import NotRequeueable, Run, RunNotFound, Status
-from app.queue.codec import events_params, run_from_row
+from app.queue.codec import events_params
 from app.queue.runs import GET_RUN
 from app.queue.statements import statement
 from app.queue.store import Store
@@ -48,7 +48,7 @@ class Ops(Store):
                 exists = (await conn.execute(GET_RUN, {"run_id": run_id, "tenant_id": None})).first()
         if row is None:
             raise NotRequeueable(str(run_id)) if exists else RunNotFound(str(run_id))
-        return run_from_row(row)
+        return Run.from_row(row)
 
     async def stats(self, *, dead_window_s: float = 3600.0) -> QueueStats:
         """Counts by status, in-flight per tenant, oldest runnable pending age, recent dead."""

@@ -11,10 +11,11 @@ from typing import Any
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.db.errors import database_down
 from app.domain import IdempotencyConflict, Run, RunFinished, RunNotFound, Status
-from app.queue.codec import dumps, events_params, run_from_row
+from app.queue.codec import dumps, events_params
 from app.queue.statements import statement
-from app.queue.store import Store, database_down
+from app.queue.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ class Runs(Store):
         async with self._statement() as conn:
             row = (await conn.execute(ENQUEUE, params)).first()
             if row is not None:
-                return run_from_row(row), True
+                return Run.from_row(row), True
             # ON CONFLICT waited for the first inserter to commit; this next statement's
             # snapshot sees its row.
             existing = (
@@ -98,7 +99,7 @@ class Runs(Store):
             ).one()
         if existing._mapping["request_hash"] != request_digest:
             raise IdempotencyConflict(idempotency_key)
-        return run_from_row(existing), False
+        return Run.from_row(existing), False
 
     async def enqueue_many(
         self,
@@ -134,7 +135,7 @@ class Runs(Store):
             row = (await conn.execute(GET_RUN, {"run_id": run_id, "tenant_id": tenant_id})).first()
         if row is None:
             raise RunNotFound(str(run_id))
-        return run_from_row(row)
+        return Run.from_row(row)
 
     async def list_runs(
         self,
@@ -155,7 +156,7 @@ class Runs(Store):
         }
         async with self._statement() as conn:
             rows = (await conn.execute(LIST_RUNS, params)).all()
-        return [run_from_row(r) for r in rows]
+        return [Run.from_row(r) for r in rows]
 
     async def request_cancel(
         self, run_id: uuid.UUID, *, tenant_id: str | None, reason: str = "user", note: str | None = None
@@ -177,11 +178,11 @@ class Runs(Store):
                 row = (await conn.execute(CANCEL_PENDING, params)).first()
                 row = row or (await conn.execute(REQUEST_CANCEL_LEASED, params)).first()
                 if row is not None:
-                    return run_from_row(row)
+                    return Run.from_row(row)
                 row = (await conn.execute(GET_RUN, {"run_id": run_id, "tenant_id": tenant_id})).first()
             if row is None:
                 raise RunNotFound(str(run_id))
-            run = run_from_row(row)
+            run = Run.from_row(row)
             if run.is_terminal:
                 raise RunFinished(str(run_id))
             if run.status is Status.LEASED and run.cancel_requested_at is not None:

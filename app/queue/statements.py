@@ -19,13 +19,13 @@ from importlib import resources
 
 from sqlalchemy import TextClause, text
 
-from app.queue import channels
+from app.queue.channels import CANCEL, EVENTS, RUNS
 
 _NAME = re.compile(r"^-- name: (\w+)\n", re.MULTILINE)
 _CHANNELS = {
-    "${events_channel}": channels.EVENTS,
-    "${runs_channel}": channels.RUNS,
-    "${cancel_channel}": channels.CANCEL,
+    "${events_channel}": EVENTS,
+    "${runs_channel}": RUNS,
+    "${cancel_channel}": CANCEL,
 }
 
 

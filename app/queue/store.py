@@ -8,27 +8,10 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from sqlalchemy import TextClause
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from app.domain import DatabaseUnavailable, LeaseLost, Run
-from app.queue.codec import run_from_row
-
-_DB_ERRORS = (OSError, InterfaceError, OperationalError)
-# A server going away, restarting or not taking connections yet: connection exceptions (class
-# 08), admin/crash shutdown and "cannot connect now" (57P01-57P03), too many connections. The
-# asyncpg dialect wraps these as a plain DBAPIError, with the SQLSTATE on ``orig``.
-_UNAVAILABLE_SQLSTATES = ("08", "57P01", "57P02", "57P03", "53300")
-
-
-def database_down(exc: DBAPIError) -> bool:
-    """Whether ``exc`` means PostgreSQL cannot be reached now (retry later), not a bad statement."""
-    sqlstate = getattr(exc.orig, "sqlstate", None) or ""
-    return (
-        exc.connection_invalidated
-        or isinstance(exc, _DB_ERRORS)
-        or sqlstate.startswith(_UNAVAILABLE_SQLSTATES)
-    )
+from app.db.errors import translated
+from app.domain import LeaseLost, Run
 
 
 class Store:
@@ -57,16 +40,10 @@ class Store:
 
     @asynccontextmanager
     async def _tx(self) -> AsyncIterator[AsyncConnection]:
-        """A transaction; connection failures surface as :class:`DatabaseUnavailable`."""
-        try:
+        """A transaction; an unreachable database surfaces as :class:`DatabaseUnavailable`."""
+        with translated():
             async with self.engine.begin() as conn:
                 yield conn
-        except DBAPIError as exc:
-            if database_down(exc):
-                raise DatabaseUnavailable(str(exc.orig)) from exc
-            raise
-        except _DB_ERRORS as exc:
-            raise DatabaseUnavailable(str(exc)) from exc
 
     @asynccontextmanager
     async def _statement(self) -> AsyncIterator[AsyncConnection]:
@@ -75,25 +52,19 @@ class Store:
         A statement is atomic on its own: a transition's CTEs (status, events, checkpoint,
         NOTIFY) commit together, and a read sees one snapshot.
         """
-        try:
+        with translated():
             async with self.engine.connect() as conn:
                 yield await conn.execution_options(isolation_level="AUTOCOMMIT")
-        except DBAPIError as exc:
-            if database_down(exc):
-                raise DatabaseUnavailable(str(exc.orig)) from exc
-            raise
-        except _DB_ERRORS as exc:
-            raise DatabaseUnavailable(str(exc)) from exc
 
     def _idle_bound(self) -> dict[str, str]:
         """``:ms`` for bound_idle_transaction: one lease of idleness."""
         return {"ms": str(max(int(self.lease_s * 1000), 1))}
 
-    async def _fenced(self, statement: TextClause, *, run_id: uuid.UUID, lease_id: uuid.UUID, **params: Any) -> Run:
+    async def _write_if_leased(self, statement: TextClause, *, run_id: uuid.UUID, lease_id: uuid.UUID, **params: Any) -> Run:
         """Run a statement guarded by ``status='leased'`` and the claim's ``lease_id``; no row
         back means the lease is lost, and :class:`LeaseLost` says so."""
         async with self._statement() as conn:
             row = (await conn.execute(statement, {"run_id": run_id, "lease_id": lease_id, **params})).first()
         if row is None:
             raise LeaseLost(str(run_id))
-        return run_from_row(row)
+        return Run.from_row(row)

@@ -10,8 +10,8 @@ import asyncio
 import logging
 import random
 
-from app.domain import DatabaseUnavailable, Run, Status
-from app.metrics import REAPER_RESCUES, RUNS_CANCELLED, RUNS_FINISHED, RUNS_PURGED
+from app.domain import DatabaseUnavailable
+from app.metrics import REAPER_RESCUES, RUNS_PURGED, count_ending
 from app.queue import Queue
 
 log = logging.getLogger(__name__)
@@ -25,11 +25,11 @@ async def reap_once(queue: Queue, *, retention_s: float) -> None:
     for run in await queue.reap_expired():
         REAPER_RESCUES.labels(outcome=run.status.value).inc()
         if run.is_terminal:  # its worker is gone: nobody else counts this ending
-            _count_finished(run)
+            count_ending(run)
         log.info("expired lease of run %s handled: now %s", run.id, run.status.value)
     for run in await queue.cancel_abandoned():
         if run.is_terminal:  # a pending run, cancelled here; a leased one is ended by its worker
-            _count_finished(run)
+            count_ending(run)
         log.info("run %s abandoned by its subscribers: cancel requested", run.id)
     if retention_s > 0:
         await purge_past_retention(queue, older_than_s=retention_s)
@@ -48,12 +48,6 @@ async def purge_past_retention(queue: Queue, *, older_than_s: float) -> int:
         RUNS_PURGED.inc(purged)
         log.info("purged %d finished runs past retention", purged)
     return purged
-
-
-def _count_finished(run: Run) -> None:
-    RUNS_FINISHED.labels(status=run.status.value).inc()
-    if run.status is Status.CANCELLED:
-        RUNS_CANCELLED.labels(reason=run.cancel_reason or "unknown").inc()
 
 
 async def reap_forever(queue: Queue, *, interval_s: float, retention_s: float) -> None:

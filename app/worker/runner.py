@@ -1,12 +1,9 @@
 """The worker's run slots: claim up to the free slots in one statement, execute, finish.
 
-Each claimed run becomes an :class:`Execution`: its context, its agent task and, once
-something stops it early, the reason. The outcome maps onto exactly one fenced statement:
-
-- a return value → ``complete``; ``FatalError`` (budget, deadline included) → ``bury``;
-  ``RetryableError`` or any unexpected exception → ``retry_or_bury``;
-- a cancel request → ``finalize_cancel``; shutdown → ``release`` (pending, available now);
-- a lost lease → nothing at all: the claim belongs to someone else now.
+Each claimed run becomes an :class:`~app.worker.attempt.Attempt`. How it ended (the agent's
+return value or exception, and what stopped it early, if anything) goes through
+:func:`~app.worker.decide.decide`, and the ending it names is written by one fenced,
+batched statement (``finish_if_leased``); a lost lease writes nothing at all.
 """
 
 from __future__ import annotations
@@ -14,96 +11,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
 
-from app.agents.base import Agent, AgentError, DeadlineExceeded, FatalError, load_agent
-from app.domain import Claim, DatabaseUnavailable, LeaseLost, Outcome, Run, Status
+from app.agents.base import Agent, DeadlineExceeded, FatalError, load_agent
+from app.backoff import Backoff
+from app.domain import Claim, DatabaseUnavailable, Finish, LeaseLost, Run, Status
 from app.logs import log_context
-from app.metrics import (
-    CLAIM_LATENCY,
-    LEASES_LOST,
-    PICKUP_LATENCY,
-    RUNS_CANCELLED,
-    RUNS_CLAIMED,
-    RUNS_FINISHED,
-    RUNS_RETRIED,
-)
+from app.metrics import CLAIM_LATENCY, LEASES_LOST, PICKUP_LATENCY, RUNS_CLAIMED, count_ending
 from app.queue import Queue
 from app.redact import Redactor
-from app.tools.shell import ProcessGroups
-from app.worker.completions import CompletionBatcher
-from app.worker.context import Statement, WorkerContext
+from app.worker.attempt import Attempt
+from app.worker.decide import AgentEnded, decide
 from app.worker.lease import Heartbeat
-
-StopReason = Literal["cancel", "lease_lost", "shutdown", "deadline"]
-
-MAX_ERROR_MESSAGE = 2000
-_MIN_BACKOFF_S = 0.1
-_MAX_BACKOFF_S = 5.0
+from app.worker.writer import Writer
 
 log = logging.getLogger(__name__)
-
-
-class Execution:
-    """One claimed run on this worker."""
-
-    def __init__(
-        self, claim: Claim, *, queue: Queue, redactor: Redactor, loop: asyncio.AbstractEventLoop
-    ) -> None:
-        self.claim = claim
-        self.groups = ProcessGroups()
-        self.ctx = WorkerContext(
-            claim=claim,
-            queue=queue,
-            groups=self.groups,
-            redactor=redactor,
-            on_lease_lost=lambda: self.stop("lease_lost"),
-        )
-        self.task: asyncio.Task[Any] | None = None  # the run's task while its agent runs
-        self.stop_reason: StopReason | None = None
-        self.finished = False
-        self._loop = loop
-        self._lock = threading.Lock()
-
-    @property
-    def lease_id(self) -> uuid.UUID:
-        return self.claim.lease_id
-
-    def lease_lost(self) -> None:
-        """Heartbeat thread: kill the tools now, even if the event loop is blocked."""
-        self._mark_stopped("lease_lost")
-        self._loop.call_soon_threadsafe(self._cancel_task)
-
-    def cancel_requested(self) -> None:
-        """Heartbeat thread or LISTEN: the same as a lost lease, but the run then ends cancelled."""
-        if self.ctx.cancelled:
-            return
-        self._mark_stopped("cancel")
-        self._loop.call_soon_threadsafe(self._cancel_task)
-
-    def stop(self, reason: StopReason) -> None:
-        """Event loop only."""
-        self._mark_stopped(reason)
-        self._cancel_task()
-
-    def _mark_stopped(self, reason: StopReason) -> None:
-        # The reason is recorded before the agent can see ``ctx.cancelled``: an agent that
-        # raises on it at once must still end as cancelled, not as a failure.
-        with self._lock:
-            if self.stop_reason is None or reason == "lease_lost":  # a lost lease overrides all
-                self.stop_reason = reason
-        self.ctx.mark_cancelled()
-        self.groups.kill_all()
-
-    def _cancel_task(self) -> None:
-        if not self.finished and self.task is not None:
-            self.task.cancel()
 
 
 class Runner:
@@ -122,7 +46,7 @@ class Runner:
         lease_s: float,
     ) -> None:
         self._queue = queue
-        self._completions = CompletionBatcher(queue)
+        self._writer = Writer(queue)
         self._heartbeat = heartbeat
         self._worker_id = worker_id
         self._concurrency = concurrency
@@ -131,7 +55,7 @@ class Runner:
         self._redactor = redactor
         self._poll_s = poll_s
         self._lease_s = lease_s
-        self._executions: dict[uuid.UUID, Execution] = {}
+        self._attempts: dict[uuid.UUID, Attempt] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
         # The last claim found fewer runs than it asked for: a freed slot then waits for a
@@ -147,7 +71,7 @@ class Runner:
         self._wake.set()
 
     def cancel_requested(self, run_id: uuid.UUID) -> None:
-        execution = self._executions.get(run_id)
+        execution = self._attempts.get(run_id)
         if execution is not None:
             execution.cancel_requested()
 
@@ -158,7 +82,7 @@ class Runner:
     # -- the claim loop ---------------------------------------------------------------------
 
     async def claim_until_stopped(self) -> None:
-        backoff = _MIN_BACKOFF_S
+        backoff = Backoff()
         while not self._stopping:
             self._wake.clear()
             free = self._concurrency - len(self._tasks)
@@ -167,16 +91,16 @@ class Runner:
                     claims = await self._claim(free)
                 except Exception as exc:
                     # An outage is expected and logged in one line; anything else is a bug.
+                    wait = backoff.next()
                     log.warning(
                         "claim failed, retrying in %.1f s: %s",
-                        backoff,
+                        wait,
                         exc,
                         exc_info=not isinstance(exc, DatabaseUnavailable),
                     )
-                    await self._sleep(backoff)
-                    backoff = min(backoff * 2, _MAX_BACKOFF_S)
+                    await self._sleep(wait)
                     continue
-                backoff = _MIN_BACKOFF_S
+                backoff.reset()
                 self._drained = len(claims) < free
                 for claim in claims:
                     self._start(claim)
@@ -223,8 +147,8 @@ class Runner:
         pending = {task for task in self._tasks if not task.done()}
         if pending:
             log.info("releasing %d runs still running after the grace period", len(pending))
-            for execution in list(self._executions.values()):
-                execution.stop("shutdown")
+            for attempt in list(self._attempts.values()):
+                attempt.stop("shutdown")
             await asyncio.wait(pending)
 
     # -- one run ----------------------------------------------------------------------------
@@ -232,186 +156,82 @@ class Runner:
     async def _execute(self, claim: Claim) -> None:
         run = claim.run
         with log_context(run_id=run.id, tenant_id=run.tenant_id, attempt=run.attempts):
-            execution = Execution(
-                claim, queue=self._queue, redactor=self._redactor, loop=asyncio.get_running_loop()
+            attempt = Attempt(
+                claim,
+                queue=self._queue,
+                writer=self._writer,
+                redactor=self._redactor,
+                loop=asyncio.get_running_loop(),
             )
-            previous = self._executions.get(run.id)
+            previous = self._attempts.get(run.id)
             if previous is not None:
                 # This worker re-claimed its own run after the lease expired: the older
                 # attempt has lost it, even if no heartbeat has said so yet.
                 previous.stop("lease_lost")
-            self._executions[run.id] = execution
-            self._heartbeat.hold(run.id, execution)
+            self._attempts[run.id] = attempt
+            self._heartbeat.hold(run.id, attempt)
             try:
-                await self._run(execution)
+                ended = await self._run_agent(attempt)
+                finish = decide(ended, attempt.stop_reason, deadline_message=_deadline_message(run))
+                if finish is None:
+                    LEASES_LOST.inc()
+                    log.warning("lease lost: run stopped, nothing more written for this attempt")
+                    return
+                if ended.error is not None and finish.error_code == "internal_error":
+                    log.error("agent raised an unexpected error", exc_info=ended.error)
+                await self._finish(attempt, finish)
             finally:
-                execution.finished = True
-                execution.groups.kill_all()
-                execution.ctx.events.close()
-                self._heartbeat.drop(run.id, execution)
-                if self._executions.get(run.id) is execution:
-                    del self._executions[run.id]
+                attempt.close()
+                self._heartbeat.drop(run.id, attempt)
+                if self._attempts.get(run.id) is attempt:
+                    del self._attempts[run.id]
 
-    async def _run(self, execution: Execution) -> None:
-        run = execution.claim.run
+    async def _run_agent(self, attempt: Attempt) -> AgentEnded:
+        """How the agent's call ended; an agent that cannot run ends as a fatal error."""
+        run = attempt.claim.run
         log.debug("run started (agent %s)", run.agent)
         try:
             agent_class = self._agent_class(run.agent)
         except Exception as exc:  # not registered, or its module does not import
-            await self._bury(
-                execution, "unknown_agent", f"agent {run.agent!r} is not available: {exc}"
-            )
-            return
+            return AgentEnded(error=FatalError(f"agent {run.agent!r} is not available: {exc}", code="unknown_agent"))
         remaining = _deadline_remaining(run)
         if remaining is not None and remaining <= 0:
-            await self._bury(execution, DeadlineExceeded.code, _deadline_message(run))
-            return
-        await self._settle(execution, await _invoke(agent_class, execution, remaining))
+            return AgentEnded(error=DeadlineExceeded(_deadline_message(run)))
+        return await attempt.run_agent(agent_class, remaining)
 
     def _agent_class(self, name: str) -> type[Agent]:
         if name not in self._agents:
             self._agents[name] = load_agent(self._registry[name])
         return self._agents[name]
 
-    async def _settle(self, execution: Execution, ended: AgentEnded) -> None:
-        """Write the one statement that ends this attempt."""
-        run, error = execution.claim.run, ended.error
-        failed = ended.cancelled or error is not None
-        reason = execution.stop_reason
-        if reason == "lease_lost" or isinstance(error, LeaseLost):
-            LEASES_LOST.inc()
-            log.warning("lease lost: run stopped, nothing more written for this attempt")
-            return
-        if failed and reason == "cancel":
-            await self._finish(
-                execution,
-                lambda events: self._queue.finalize_cancel(
-                    run_id=run.id, lease_id=execution.lease_id, events=events
-                ),
-            )
-        elif failed and reason == "shutdown":
-            await self._finish(
-                execution,
-                lambda events: self._queue.release(
-                    run_id=run.id, lease_id=execution.lease_id, events=events
-                ),
-            )
-        elif failed and reason == "deadline":
-            await self._bury(execution, DeadlineExceeded.code, _deadline_message(run))
-        elif not failed:
-            output = self._redactor.data(ended.value)
-            await self._finish(
-                execution,
-                lambda events: self._completions.complete(
-                    run_id=run.id, lease_id=execution.lease_id, output=output, events=events
-                ),
-            )
-        elif isinstance(error, FatalError):
-            await self._bury(execution, error.code, str(error))
-        elif isinstance(error, AgentError):
-            await self._retry(execution, error.code, str(error))
-        elif isinstance(error, DatabaseUnavailable):
-            await self._retry(execution, "database_unavailable", str(error))
-        elif error is None:
-            await self._retry(execution, "internal_error", "the agent's task was cancelled")
-        else:
-            log.error("agent raised an unexpected error", exc_info=error)
-            await self._retry(execution, "internal_error", f"{type(error).__name__}: {error}")
-
-    async def _bury(self, execution: Execution, code: str, message: str) -> None:
-        await self._fail(execution, code, message, write=self._queue.bury)
-
-    async def _retry(self, execution: Execution, code: str, message: str) -> None:
-        await self._fail(execution, code, message, write=self._queue.retry_or_bury)
-
-    async def _fail(
-        self, execution: Execution, code: str, message: str, *, write: Callable[..., Awaitable[Outcome]]
-    ) -> None:
-        """End the attempt as failed through ``write`` (``bury`` or ``retry_or_bury``)."""
-        message = self._error_message(message)
-        await self._finish(
-            execution,
-            lambda events: write(
-                run_id=execution.claim.run.id,
-                lease_id=execution.lease_id,
-                error_code=code,
-                error_message=message,
-                events=events,
-            ),
-        )
-
-    def _error_message(self, message: str) -> str:
-        message = self._redactor.text(message)
-        return (
-            message if len(message) <= MAX_ERROR_MESSAGE else message[: MAX_ERROR_MESSAGE - 1] + "…"
-        )
-
-    async def _finish(self, execution: Execution, statement: Statement[Outcome]) -> None:
-        """The final statement, with the attempt's buffered events. A database outage is waited
-        out for up to one lease; after that the reaper owns the run anyway."""
+    async def _finish(self, attempt: Attempt, finish: Finish) -> None:
+        """The ending, with the attempt's buffered events. A database outage is waited out for
+        up to one lease; after that the reaper owns the run anyway."""
         give_up_at = time.monotonic() + self._lease_s
-        backoff = _MIN_BACKOFF_S
+        backoff = Backoff()
         while True:
             try:
-                outcome = await execution.ctx.write_final(statement)
+                finished = await attempt.finish(finish)
                 break
             except LeaseLost:
                 LEASES_LOST.inc()
-                log.warning("lease lost before the run's outcome was written")
+                log.warning("lease lost before the run's ending was written")
                 return
             except DatabaseUnavailable as exc:
-                if time.monotonic() + backoff > give_up_at:
-                    log.error("outcome not written, leaving the run to the reaper: %s", exc)
+                if time.monotonic() + backoff.peek() > give_up_at:
+                    log.error("ending not written, leaving the run to the reaper: %s", exc)
                     return
-                log.warning("outcome not written yet, retrying in %.1f s: %s", backoff, exc)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, _MAX_BACKOFF_S)
-        _count_outcome(outcome)
+                wait = backoff.next()
+                log.warning("ending not written yet, retrying in %.1f s: %s", wait, exc)
+                await asyncio.sleep(wait)
+        count_ending(finished)
         # Success is the common case: at debug only (one line per run is a measurable cost).
         log.log(
-            logging.DEBUG if outcome.status is Status.DONE else logging.INFO,
+            logging.DEBUG if finished.status is Status.DONE else logging.INFO,
             "run %s (%s)",
-            "retrying" if outcome.status is Status.PENDING else outcome.status.value,
-            outcome.error_code or outcome.cancel_reason or "ok",
+            "retrying" if finished.status is Status.PENDING else finished.status.value,
+            finished.error_code or finished.cancel_reason or "ok",
         )
-
-
-@dataclass(frozen=True, slots=True)
-class AgentEnded:
-    """How the agent's call ended: its return value, its exception, or cancelled."""
-
-    value: Any = None
-    error: Exception | None = None
-    cancelled: bool = False
-
-
-async def _invoke(agent_class: type[Agent], execution: Execution, remaining: float | None) -> AgentEnded:
-    """Run the agent in the run's own task (a second task per run costs more than a no-op run).
-
-    While it runs, ``execution.task`` is this task, so a stop cancels the agent; once it has
-    returned, a late stop cancels nothing and the outcome is written whole.
-    """
-    if execution.stop_reason is not None:  # a cancel may have arrived before the agent started
-        return AgentEnded(cancelled=True)
-    task = asyncio.current_task()
-    assert task is not None
-    loop = asyncio.get_running_loop()
-    deadline = None if remaining is None else loop.call_later(remaining, execution.stop, "deadline")
-    execution.task = task
-    try:
-        return AgentEnded(value=await agent_class().run(execution.ctx))
-    except asyncio.CancelledError:
-        if execution.stop_reason is None and task.cancelling():
-            raise  # not a stop of this run: the worker itself is being torn down
-        while task.cancelling():
-            task.uncancel()
-        return AgentEnded(cancelled=True)
-    except Exception as exc:
-        return AgentEnded(error=exc)
-    finally:
-        execution.task = None
-        if deadline is not None:
-            deadline.cancel()
 
 
 def _deadline_remaining(run: Run) -> float | None:
@@ -426,12 +246,3 @@ def _deadline_remaining(run: Run) -> float | None:
 
 def _deadline_message(run: Run) -> str:
     return f"deadline_s of {run.budget.get('deadline_s')} s passed"
-
-
-def _count_outcome(outcome: Outcome) -> None:
-    if outcome.status is Status.PENDING:
-        RUNS_RETRIED.inc()
-        return
-    RUNS_FINISHED.labels(status=outcome.status.value).inc()
-    if outcome.status is Status.CANCELLED:
-        RUNS_CANCELLED.labels(reason=outcome.cancel_reason or "unknown").inc()

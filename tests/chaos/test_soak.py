@@ -140,7 +140,7 @@ async def check(url: str, history: History) -> tuple[Findings, dict[str, Any]]:
     try:
         queue = Queue(engine)
         runs = await queue.list_runs(tenant_id=None, limit=RUNS * 2 + 10)
-        events = await queue.read_events_many({run.id: 0 for run in runs})
+        events = {run.id: await queue.read_events(run.id, limit=100_000) for run in runs}
         effects: dict[uuid.UUID, dict[str, int]] = {}
         async with engine.connect() as conn:
             for row in await conn.execute(text("SELECT run_id, key, attempt FROM run_effects")):

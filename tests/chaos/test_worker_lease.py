@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.domain import Claim, LeaseLost, Run, Status
+from app.domain import Claim, Finish, LeaseLost, Run, Status
 from app.queue import Queue
 from tests.chaos.conftest import SpawnWorker
 from tests.worker_support import check_event_log, enqueue_demo, running, wait_finished, wait_until
@@ -101,7 +101,7 @@ async def test_lost_lease_stops_the_agent_and_kills_its_shell(
         raise AssertionError("a write with the lost lease was accepted")
     except LeaseLost:
         pass
-    await queue.complete(run_id=run.id, lease_id=stolen.lease_id, output={"by": "thief"})
+    await queue.finish(run_id=run.id, lease_id=stolen.lease_id, finish=Finish.done({"by": "thief"}))
     events = await queue.read_events(run.id)
     check_event_log(events)
     assert not [e for e in events if e.attempt == 1 and e.type == "tool.result"]

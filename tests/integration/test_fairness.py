@@ -13,8 +13,8 @@ from datetime import timedelta
 from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.domain import Claim
-from app.queue import CLAIM_BATCH, CLAIM_BATCH_CAPPED, Queue
+from app.domain import Claim, Finish
+from app.queue import CLAIM_BATCH, CLAIM_BATCH_CAPPED, Ended, Queue
 
 BACKLOG = 10_000
 SLOTS = 16
@@ -27,7 +27,7 @@ async def backlog(queue: Queue, tenant_id: str, n: int, *, priority: int = 0) ->
 
 
 async def complete_all(queue: Queue, claims: list[Claim]) -> None:
-    await queue.complete_many([(c.run.id, c.lease_id, None, ()) for c in claims])
+    await queue.finish_many([Ended(c.run.id, c.lease_id, Finish.done(None)) for c in claims])
 
 
 async def pass_time(engine: AsyncEngine, seconds: float) -> None:

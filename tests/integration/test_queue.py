@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.db.engine import asyncpg_dsn
 from app.domain import (
     Claim,
+    Finish,
     IdempotencyConflict,
     LeaseLost,
     NotRequeueable,
@@ -27,7 +28,7 @@ from app.domain import (
     RunNotFound,
     Status,
 )
-from app.queue import CLAIM_BATCH, EVENTS_CHANNEL, Queue
+from app.queue import CLAIM_BATCH, EVENTS_CHANNEL, Ended, Queue
 
 CLAIM_PARAMS = {"worker_id": "w1", "limit": 32, "lease_s": 30.0}
 
@@ -148,8 +149,9 @@ async def test_claim_appends_started_event_and_counts_attempts(queue: Queue) -> 
 async def test_complete_stores_output_and_terminal_event(queue: Queue) -> None:
     run_id = await enqueue(queue)
     claim = await claim_one(queue)
-    done = await queue.complete(
-        run_id=run_id, lease_id=claim.lease_id, output={"text": "ok"}, events=[("message.completed", {"text": "ok"})]
+    done = await queue.finish(
+        run_id=run_id, lease_id=claim.lease_id, finish=Finish.done({"text": "ok"}),
+        events=[("message.completed", {"text": "ok"})],
     )
     assert done.status is Status.DONE and done.output == {"text": "ok"} and done.finished_at
     assert done.locked_by is None and done.locked_until is None
@@ -167,9 +169,7 @@ async def test_backoff_schedule_then_dead_letter(queue: Queue, engine: AsyncEngi
             await conn.execute(text("UPDATE agent_runs SET available_at = now() WHERE id = :id"), {"id": run_id})
         claim = await claim_one(queue)
         assert claim.run.attempts == attempt
-        run = await queue.retry_or_bury(
-            run_id=run_id, lease_id=claim.lease_id, error_code="flaky", error_message="try again"
-        )
+        run = await queue.finish(run_id=run_id, lease_id=claim.lease_id, finish=Finish.retry("flaky", "try again"))
         if run.status is Status.PENDING:
             delays.append((run.available_at - run.updated_at).total_seconds())
     assert delays == [5.0, 10.0, 12.0]  # min(retry_max_s, retry_base_s * 2^(attempts-1))
@@ -180,10 +180,10 @@ async def test_backoff_schedule_then_dead_letter(queue: Queue, engine: AsyncEngi
     assert events[-1].data == {"error_code": "flaky", "error_message": "try again"}
 
 
-async def test_fatal_error_buries_at_once(queue: Queue) -> None:
+async def test_fatal_error_is_dead_at_once(queue: Queue) -> None:
     run_id = await enqueue(queue, max_attempts=5)
     claim = await claim_one(queue)
-    run = await queue.bury(run_id=run_id, lease_id=claim.lease_id, error_code="bad_input", error_message="no")
+    run = await queue.finish(run_id=run_id, lease_id=claim.lease_id, finish=Finish.dead("bad_input", "no"))
     assert (run.status, run.attempts, run.error_code) == (Status.DEAD, 1, "bad_input")
 
 
@@ -250,7 +250,9 @@ async def test_cancel_pending_is_immediate_leased_is_requested_terminal_refused(
     assert again.cancel_requested_at == run.cancel_requested_at
     check = await queue.renew_leases({leased: claim.lease_id})
     assert check.cancel_requested == {leased} and not check.lost
-    final = await queue.finalize_cancel(run_id=leased, lease_id=claim.lease_id, events=[("message.delta", {"text": "par"})])
+    final = await queue.finish(
+        run_id=leased, lease_id=claim.lease_id, finish=Finish.cancelled(), events=[("message.delta", {"text": "par"})]
+    )
     assert final.status is Status.CANCELLED
     assert [e.type for e in await queue.read_events(leased)][-3:] == [
         "run.cancel_requested", "message.delta", "run.cancelled",
@@ -262,7 +264,7 @@ async def test_cancel_pending_is_immediate_leased_is_requested_terminal_refused(
 async def test_release_makes_run_available_at_once_without_losing_the_attempt(queue: Queue) -> None:
     run_id = await enqueue(queue)
     claim = await claim_one(queue)
-    run = await queue.release(run_id=run_id, lease_id=claim.lease_id)
+    run = await queue.finish(run_id=run_id, lease_id=claim.lease_id, finish=Finish.released())
     assert run.status is Status.PENDING and run.attempts == 1
     assert (await claim_one(queue, "w2")).run.attempts == 2
 
@@ -288,11 +290,12 @@ async def _assert_stale_claim_changes_nothing(queue: Queue, stale: Claim) -> Non
     writes = [
         queue.append_events(run_id=run_id, lease_id=stale.lease_id, events=[("message.delta", {"text": "zombie"})]),
         queue.save_checkpoint(run_id=run_id, lease_id=stale.lease_id, state={"zombie": True}),
-        queue.complete(run_id=run_id, lease_id=stale.lease_id, output="zombie"),
-        queue.retry_or_bury(run_id=run_id, lease_id=stale.lease_id, error_code="x", error_message="x"),
-        queue.bury(run_id=run_id, lease_id=stale.lease_id, error_code="x", error_message="x"),
-        queue.finalize_cancel(run_id=run_id, lease_id=stale.lease_id),
-        queue.release(run_id=run_id, lease_id=stale.lease_id),
+        *(
+            queue.finish(run_id=run_id, lease_id=stale.lease_id, finish=finish)
+            for finish in (
+                Finish.done("zombie"), Finish.retry("x", "x"), Finish.dead("x", "x"), Finish.cancelled(), Finish.released()
+            )
+        ),
         queue.record_effect(run_id=run_id, lease_id=stale.lease_id, key="k", result=1),
     ]
     for write in writes:
@@ -312,7 +315,7 @@ async def test_fencing_after_lease_expiry_and_reclaim(
 ) -> None:
     run_id = await enqueue(queue)
     stale = await claim_one(queue, "w1")
-    await queue.request_cancel(run_id, tenant_id="acme")  # so finalize_cancel would otherwise apply
+    await queue.request_cancel(run_id, tenant_id="acme")  # so a cancelled ending would otherwise apply
     async with engine.begin() as conn:
         await conn.execute(text("UPDATE agent_runs SET cancel_requested_at = NULL WHERE id = :id"), {"id": run_id})
     await expire_lease(engine, run_id)
@@ -384,7 +387,7 @@ async def test_event_pages_read_many_cursors_with_the_runs_state_in_one_snapshot
     await queue.append_events(
         run_id=live, lease_id=claims[live].lease_id, events=[("message.delta", {"text": "é\nx"})] * 3
     )
-    await queue.complete(run_id=finished, lease_id=claims[finished].lease_id, output={"ok": True})
+    await queue.finish(run_id=finished, lease_id=claims[finished].lease_id, finish=Finish.done({"ok": True}))
     gone = uuid.uuid4()
 
     pages = await queue.read_event_pages([(live, 1), (live, 4), (finished, 0), (gone, 0), (live, 2)], limit=2)
@@ -415,7 +418,7 @@ async def test_a_claim_and_a_completion_notify_once_for_all_their_runs(queue: Qu
     try:
         await queue.enqueue_many(tenant_id="acme", agent="demo", inputs=[{}] * 160)
         claims = await queue.claim_batch(worker_id="w1", limit=160)
-        await queue.complete_many([(c.run.id, c.lease_id, None, ()) for c in claims])
+        await queue.finish_many([Ended(c.run.id, c.lease_id, Finish.done(None)) for c in claims])
         async with asyncio.timeout(10):
             await all_heard.wait()
     finally:

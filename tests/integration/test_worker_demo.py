@@ -139,7 +139,7 @@ async def test_deadline_stops_the_run(worker: None, queue: Queue) -> None:
     assert "tool.call" in types(events)
 
 
-async def test_unknown_agent_is_buried(worker: None, queue: Queue) -> None:
+async def test_unknown_agent_is_dead(worker: None, queue: Queue) -> None:
     run = await enqueue_demo(queue, agent="no-such-agent")
     done = await wait_finished(queue, run.id)
     assert done.status is Status.DEAD and done.error_code == "unknown_agent"

@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.domain import Finish
 from app.queue import Queue
 from app.worker.lease import Heartbeat
 from tests.worker_support import enqueue_demo, wait_until
@@ -88,7 +89,7 @@ async def test_dropped_runs_are_no_longer_renewed(
     await wait_until(lambda: _later(engine, dropped.id, first), within=2, what="a renewal")
 
     heartbeat.drop(dropped.id, holders[dropped.id])
-    await queue.complete(run_id=dropped.id, lease_id=claims[dropped.id].lease_id, output=None)
+    await queue.finish(run_id=dropped.id, lease_id=claims[dropped.id].lease_id, finish=Finish.done(None))
     # Two renewals of the witness: the heartbeat has beaten since the drop. Had it renewed
     # the finished run, it would have reported that lease lost.
     for _ in range(2):

@@ -6,7 +6,7 @@ import json
 import re
 
 from app.api.stream import PAGE, encode
-from app.domain import EventPage, Status
+from app.domain import EventSlice, Status
 
 
 def frames(body: bytes) -> list[dict[str, str]]:
@@ -25,22 +25,22 @@ def frames(body: bytes) -> list[dict[str, str]]:
 
 def test_frames_carry_the_stored_json_text_intact() -> None:
     stored = json.dumps({"text": "a\u2028b\nc é"}, ensure_ascii=False)  # jsonb::text keeps non-ASCII
-    page = encode(EventPage(Status.LEASED, 9, [(4, "message.delta", stored), (5, "tool.call", "{}")]), after=3)
+    page = encode(EventSlice(Status.LEASED, 9, [(4, "message.delta", stored), (5, "tool.call", "{}")]), after=3)
     assert [f["id"] for f in frames(page.body)] == ["4", "5"]
     assert json.loads(frames(page.body)[0]["data"]) == {"text": "a\u2028b\nc é"}
     assert page.last_seq == 5 and not page.full and not page.finished
 
 
 def test_a_page_is_finished_only_when_the_run_is_terminal_and_its_last_event_sent() -> None:
-    done = encode(EventPage(Status.DONE, 6, [(6, "run.completed", "{}")]), after=5)
+    done = encode(EventSlice(Status.DONE, 6, [(6, "run.completed", "{}")]), after=5)
     assert done.finished
-    requeued_after_terminal = encode(EventPage(Status.PENDING, 8, [(6, "run.completed", "{}")]), after=5)
+    requeued_after_terminal = encode(EventSlice(Status.PENDING, 8, [(6, "run.completed", "{}")]), after=5)
     assert not requeued_after_terminal.finished
-    caught_up = encode(EventPage(Status.CANCELLED, 6, []), after=6)
+    caught_up = encode(EventSlice(Status.CANCELLED, 6, []), after=6)
     assert caught_up.finished and caught_up.last_seq is None and caught_up.body == b""
 
 
 def test_a_full_page_asks_for_more_at_once() -> None:
     events = [(seq, "message.delta", "{}") for seq in range(1, PAGE + 1)]
-    page = encode(EventPage(Status.DONE, PAGE + 1, events), after=0)
+    page = encode(EventSlice(Status.DONE, PAGE + 1, events), after=0)
     assert page.full and not page.finished and page.last_seq == PAGE

@@ -1,6 +1,6 @@
 -- A run's event log, its checkpoint and effect ledger, and who is following it.
 
--- name: append_events
+-- name: append_events_if_leased
 -- Events for a run this worker leases (fenced by its lease_id); followers woken if any.
 WITH t AS (
     UPDATE agent_runs
@@ -22,7 +22,7 @@ SELECT t.*,
          WHERE cardinality(CAST(:types AS text[])) > 0)
   FROM t;
 
--- name: save_checkpoint
+-- name: save_checkpoint_if_leased
 -- append_events plus the run's resume state, in one statement (fenced by the lease).
 WITH t AS (
     UPDATE agent_runs
@@ -56,13 +56,6 @@ SELECT seq, type, data, attempt, created_at FROM run_events
  ORDER BY seq
  LIMIT :limit;
 
--- name: read_events_many
--- Many runs' events, each after its own cursor, in one statement.
-SELECT e.run_id, e.seq, e.type, e.data, e.attempt, e.created_at
-  FROM unnest(CAST(:run_ids AS uuid[]), CAST(:afters AS int[])) AS c(run_id, after)
-  JOIN run_events e ON e.run_id = c.run_id AND e.seq > c.after
- ORDER BY e.run_id, e.seq;
-
 -- name: read_event_pages
 -- What an API process's streams need after a wake-up, for every (run, cursor) they follow.
 -- Each run's next events (data as JSON text, sent as is) and, from the same snapshot, its
@@ -80,7 +73,7 @@ SELECT c.i, r.status, r.last_event_seq, e.seq, e.type, e.data::text AS data
 -- The effect ledger's record for (run, key), if one committed.
 SELECT result FROM run_effects WHERE run_id = :run_id AND key = :key;
 
--- name: record_effect
+-- name: record_effect_if_leased
 -- Commit an effect record, fenced by the lease; no row if the key was recorded before or the lease is gone.
 INSERT INTO run_effects (run_id, key, result, attempt)
 SELECT id, :key, CAST(:result AS jsonb), attempts FROM agent_runs

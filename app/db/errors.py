@@ -1,0 +1,62 @@
+"""The one place where driver errors become domain errors.
+
+A database that is down, restarting or refusing connections must look the same to every
+caller, whichever driver layer noticed it (SQLAlchemy's pool, the asyncpg dialect, a raw
+asyncpg LISTEN session): :class:`~app.domain.DatabaseUnavailable`, retried later by the
+worker and answered 503 by the API. Everything else is a bug and stays what it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import asyncpg
+from sqlalchemy import exc as sa_exc
+
+from app.domain import DatabaseUnavailable
+
+# Raised when the server cannot be reached or went away, whatever the statement.
+CONNECTION_ERRORS: tuple[type[Exception], ...] = (
+    OSError,  # refused, reset, unreachable (ConnectionError is one)
+    TimeoutError,
+    sa_exc.InterfaceError,
+    sa_exc.OperationalError,
+    sa_exc.TimeoutError,  # the pool could not hand out a connection in time
+    asyncpg.InterfaceError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.TooManyConnectionsError,
+)
+# A server going away, restarting or not taking connections yet: connection exceptions (class
+# 08), admin/crash shutdown and "cannot connect now" (57P01-57P03), too many connections. The
+# asyncpg dialect wraps these as a plain DBAPIError, with the SQLSTATE on ``orig``.
+_UNAVAILABLE_SQLSTATES = ("08", "57P01", "57P02", "57P03", "53300")
+
+
+def database_down(exc: BaseException) -> bool:
+    """Whether ``exc`` means PostgreSQL cannot be reached now (retry later), not a bad statement."""
+    if isinstance(exc, (DatabaseUnavailable, *CONNECTION_ERRORS)):
+        return True
+    cause: object = exc
+    if isinstance(exc, sa_exc.DBAPIError):
+        if exc.connection_invalidated:
+            return True
+        cause = exc.orig
+    sqlstate = getattr(cause, "sqlstate", None) or ""
+    return sqlstate.startswith(_UNAVAILABLE_SQLSTATES)
+
+
+@contextmanager
+def translated() -> Iterator[None]:
+    """Inside, an unreachable database raises :class:`DatabaseUnavailable` (``from`` the
+    driver's error); any other error passes unchanged."""
+    try:
+        yield
+    except DatabaseUnavailable:
+        raise
+    except Exception as exc:
+        if database_down(exc):
+            detail = exc.orig if isinstance(exc, sa_exc.DBAPIError) and exc.orig is not None else exc
+            raise DatabaseUnavailable(str(detail)) from exc
+        raise

@@ -1,0 +1,240 @@
+"""One attempt of one claimed run: the context its agent sees, what stops it, and its writes.
+
+All of an attempt's state is here, in one object, because two threads touch it: the event
+loop runs the agent and writes, the heartbeat thread reports a lost lease or a cancel and
+kills the run's tools at once, even while an agent blocks the loop.
+
+Every write goes to the worker's :class:`~app.worker.writer.Writer` fenced by the claim's
+lease, and through the redactor. Checkpoints also carry the budget counters, so ``max_turns``
+and ``max_tool_calls`` hold over the whole run, not per attempt: the agent sees only its own
+state as ``resume_state``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+
+from app.agents.base import Agent, BudgetExceeded
+from app.domain import Claim, Finish, Finished, LeaseLost
+from app.metrics import EVENTS_APPENDED
+from app.queue import Ended, Queue
+from app.redact import Redactor
+from app.tools.shell import ProcessGroups, ShellResult, run_shell
+from app.worker.decide import AgentEnded, StopReason
+from app.worker.events import EventBuffer, PendingEvent
+from app.worker.writer import Writer
+
+T = TypeVar("T")
+
+MAX_ERROR_MESSAGE = 2000
+_LIMITS = {"turns": "max_turns", "tool_calls": "max_tool_calls"}
+
+log = logging.getLogger(__name__)
+
+
+class Attempt:
+    """A :class:`~app.agents.base.RunContext` for the agent and a lease holder for the heartbeat."""
+
+    def __init__(
+        self,
+        claim: Claim,
+        *,
+        queue: Queue,
+        writer: Writer,
+        redactor: Redactor,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        run = claim.run
+        self.claim = claim
+        self.run_id = run.id
+        self.tenant_id = run.tenant_id
+        self.attempt = run.attempts
+        self.input: Mapping[str, Any] = run.input
+        self.budget: Mapping[str, Any] = run.budget
+        saved = claim.resume_state if isinstance(claim.resume_state, dict) else {}
+        self.resume_state: Any = saved.get("state")
+        self.usage = {name: int(saved.get(name, 0)) for name in _LIMITS}
+        self.lease_id = claim.lease_id
+        self.groups = ProcessGroups()
+        self.stop_reason: StopReason | None = None
+        self.events = EventBuffer(self._append, on_background_error=self._background_error)
+        self._queue = queue
+        self._writer = writer
+        self._redactor = redactor
+        self._loop = loop
+        self._lock = threading.Lock()
+        self._cancelled = False
+        self._task: asyncio.Task[Any] | None = None  # the run's task while its agent runs
+        self._closed = False
+
+    # -- what stops it (heartbeat thread, LISTEN, the runner) ---------------------------------
+
+    def lease_lost(self) -> None:
+        """Heartbeat thread: kill the tools now, even if the event loop is blocked."""
+        self._mark_stopped("lease_lost")
+        self._loop.call_soon_threadsafe(self._cancel_task)
+
+    def cancel_requested(self) -> None:
+        """Heartbeat thread or LISTEN: the same as a lost lease, but the run then ends cancelled."""
+        if self._cancelled:
+            return
+        self._mark_stopped("cancel")
+        self._loop.call_soon_threadsafe(self._cancel_task)
+
+    def stop(self, reason: StopReason) -> None:
+        """Event loop only."""
+        self._mark_stopped(reason)
+        self._cancel_task()
+
+    def _mark_stopped(self, reason: StopReason) -> None:
+        # The reason is recorded before the agent can see ``cancelled``: an agent that raises
+        # on it at once must still end as cancelled, not as a failure.
+        with self._lock:
+            if self.stop_reason is None or reason == "lease_lost":  # a lost lease overrides all
+                self.stop_reason = reason
+        self._cancelled = True  # a plain flag, read by agents that poll it
+        self.groups.kill_all()
+
+    def _cancel_task(self) -> None:
+        if not self._closed and self._task is not None:
+            self._task.cancel()
+
+    # -- the runner's side ------------------------------------------------------------------
+
+    async def run_agent(self, agent_class: type[Agent], remaining_s: float | None) -> AgentEnded:
+        """Run the agent in the run's own task (a second task per run costs more than a no-op run).
+
+        While it runs, a stop cancels this task; once it has returned, a late stop cancels
+        nothing and the ending is written whole.
+        """
+        if self.stop_reason is not None:  # a cancel may have arrived before the agent started
+            return AgentEnded(cancelled=True)
+        task = asyncio.current_task()
+        assert task is not None
+        deadline = None if remaining_s is None else self._loop.call_later(remaining_s, self.stop, "deadline")
+        self._task = task
+        try:
+            return AgentEnded(value=await agent_class().run(self))
+        except asyncio.CancelledError:
+            if self.stop_reason is None and task.cancelling():
+                raise  # not a stop of this run: the worker itself is being torn down
+            while task.cancelling():
+                task.uncancel()
+            return AgentEnded(cancelled=True)
+        except Exception as exc:
+            return AgentEnded(error=exc)
+        finally:
+            self._task = None
+            if deadline is not None:
+                deadline.cancel()
+
+    async def finish(self, finish: Finish) -> Finished:
+        """Write the attempt's ending with every event still buffered, once the agent is done
+        (nothing cancels it any more); :class:`LeaseLost` if the claim is no longer ours."""
+        finish = self._clean(finish)
+        return await self.events.flush_final(
+            lambda events: self._write(
+                lambda redacted: self._writer.finish(Ended(self.run_id, self.lease_id, finish, redacted)),
+                events,
+            )
+        )
+
+    def close(self) -> None:
+        """The attempt is over: no task to cancel, no tool left running, no timer pending."""
+        self._closed = True
+        self.groups.kill_all()
+        self.events.close()
+
+    def _clean(self, finish: Finish) -> Finish:
+        output = self._redactor.data(finish.output) if finish.output is not None else None
+        message = finish.error_message
+        if message is not None:
+            message = self._redactor.text(message)
+            if len(message) > MAX_ERROR_MESSAGE:
+                message = message[: MAX_ERROR_MESSAGE - 1] + "…"
+        return Finish(finish.ending, output=output, error_code=finish.error_code, error_message=message)
+
+    # -- the agent's side: cancellation -----------------------------------------------------
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def raise_if_cancelled(self) -> None:
+        if self._cancelled:
+            raise asyncio.CancelledError("the run was asked to stop")
+
+    # -- events and checkpoints -------------------------------------------------------------
+
+    async def emit(self, type: str, data: Mapping[str, Any]) -> None:
+        if type.startswith("run."):
+            raise ValueError(f"{type!r}: run.* events are written by the runtime")
+        await self.events.add(type, data)
+
+    async def checkpoint(self, state: Any) -> None:
+        stored = {"state": state, **self.usage}
+        await self.events.flush_with(
+            lambda events: self._write(
+                lambda redacted: self._writer.checkpoint(
+                    run_id=self.run_id, lease_id=self.lease_id, state=stored, events=redacted
+                ),
+                events,
+            )
+        )
+
+    async def _append(self, events: list[PendingEvent]) -> None:
+        if not events:  # a concurrent flush took them
+            return
+        await self._write(
+            lambda redacted: self._writer.append(run_id=self.run_id, lease_id=self.lease_id, events=redacted),
+            events,
+        )
+
+    async def _write(self, write: Callable[[list[PendingEvent]], Awaitable[T]], events: list[PendingEvent]) -> T:
+        """Every write of this attempt: its events redacted; a lost lease stops the attempt."""
+        redacted = [(type, self._redactor.data(data)) for type, data in events]
+        try:
+            result = await write(redacted)
+        except LeaseLost:
+            self.stop("lease_lost")
+            raise
+        EVENTS_APPENDED.inc(len(redacted))
+        return result
+
+    def _background_error(self, exc: BaseException) -> None:
+        if isinstance(exc, LeaseLost):
+            return  # _write has already stopped the run
+        log.warning("buffered events not written yet: %s", exc)
+
+    # -- effects, tools, budget -------------------------------------------------------------
+
+    async def effect(self, key: str, fn: Callable[[], Awaitable[T]]) -> T:
+        found, result = await self._queue.find_effect(run_id=self.run_id, key=key)
+        if found:
+            return result  # type: ignore[no-any-return]
+        result = await fn()
+        await self._writer.record_effect(run_id=self.run_id, lease_id=self.lease_id, key=key, result=result)
+        return result
+
+    async def shell(self, command: str, *, timeout_s: float | None = None) -> ShellResult:
+        self.raise_if_cancelled()
+        result = await run_shell(command, groups=self.groups, timeout_s=timeout_s, redactor=self._redactor)
+        # Killed because the run is stopping: not a result for the agent to act on.
+        self.raise_if_cancelled()
+        return result
+
+    def count_turn(self) -> None:
+        self._count("turns")
+
+    def count_tool_call(self) -> None:
+        self._count("tool_calls")
+
+    def _count(self, name: str) -> None:
+        self.usage[name] += 1
+        limit = self.budget.get(_LIMITS[name])
+        if limit is not None and self.usage[name] > int(limit):
+            raise BudgetExceeded(f"{_LIMITS[name]} of {limit} used up")

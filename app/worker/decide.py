@@ -1,0 +1,58 @@
+"""Which ending an attempt gets: a pure function of how the agent's call ended and of what,
+if anything, stopped the run early. The runner writes whatever it says, and nothing else."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from app.agents.base import AgentError, DeadlineExceeded, FatalError
+from app.domain import DatabaseUnavailable, Finish, LeaseLost
+
+StopReason = Literal["cancel", "lease_lost", "shutdown", "deadline"]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentEnded:
+    """How the agent's call ended: its return value, its exception, or cancelled."""
+
+    value: Any = None
+    error: Exception | None = None
+    cancelled: bool = False
+
+    @property
+    def returned(self) -> bool:
+        return not self.cancelled and self.error is None
+
+
+def decide(ended: AgentEnded, stop: StopReason | None, *, deadline_message: str) -> Finish | None:
+    """The ending of this attempt, or ``None`` when its lease is lost: the claim belongs to
+    someone else now, and this worker writes nothing more for it.
+
+    A stop wins over how the agent ended only if the agent did not return: a value returned
+    before a late cancel is still the run's output. A lost lease wins over everything.
+    """
+    error = ended.error
+    if stop == "lease_lost" or isinstance(error, LeaseLost):
+        return None
+    if not ended.returned:
+        match stop:
+            case "cancel":
+                return Finish.cancelled()
+            case "shutdown":
+                return Finish.released()
+            case "deadline":
+                return Finish.dead(DeadlineExceeded.code, deadline_message)
+    match error:
+        case None if ended.returned:
+            return Finish.done(ended.value)
+        case None:  # cancelled from outside without a stop of this run
+            return Finish.retry("internal_error", "the agent's task was cancelled")
+        case FatalError():
+            return Finish.dead(error.code, str(error))
+        case AgentError():
+            return Finish.retry(error.code, str(error))
+        case DatabaseUnavailable():
+            return Finish.retry("database_unavailable", str(error))
+        case _:
+            return Finish.retry("internal_error", f"{type(error).__name__}: {error}")

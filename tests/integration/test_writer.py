@@ -1,0 +1,89 @@
+"""Endings written in batches keep the semantics of one ``finish`` per run."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.domain import Finish, LeaseLost, Status
+from app.queue import Ended, Queue
+from app.worker.writer import Writer
+
+
+async def test_concurrent_completions_share_a_statement_and_stay_fenced(
+    queue: Queue, engine: AsyncEngine
+) -> None:
+    for _ in range(20):
+        await queue.enqueue(tenant_id="acme", agent="demo", input={})
+    claims = await queue.claim_batch(worker_id="w", limit=20)
+    stolen = claims[0]
+    async with engine.begin() as conn:  # another claim took this run meanwhile
+        await conn.execute(text("UPDATE agent_runs SET lease_id = gen_random_uuid() WHERE id = :id"), {"id": stolen.run.id})
+    calls = 0
+    finish_many = queue.finish_many
+
+    async def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
+        nonlocal calls
+        calls += 1
+        return await finish_many(*args, **kwargs)
+
+    queue.finish_many = counting  # type: ignore[method-assign]
+    writer = Writer(queue)
+    results = await asyncio.gather(
+        *(
+            writer.finish(
+                Ended(c.run.id, c.lease_id, Finish.done({"i": i}), [("message.completed", {"text": str(i)})] * (i % 3))
+            )
+            for i, c in enumerate(claims)
+        ),
+        return_exceptions=True,
+    )
+    assert calls == 1
+    assert isinstance(results[0], LeaseLost)
+    for i, (claim, completed) in enumerate(zip(claims[1:], results[1:], strict=True), start=1):
+        run = await queue.get_run(claim.run.id, tenant_id=None)
+        assert run.status is Status.DONE and run.output == {"i": i}
+        assert (completed.id, completed.last_event_seq) == (run.id, run.last_event_seq)
+        events = await queue.read_events(claim.run.id)
+        assert [e.seq for e in events] == list(range(1, len(events) + 1))
+        assert [e.type for e in events] == ["run.queued", "run.started"] + ["message.completed"] * (i % 3) + ["run.completed"]
+    assert (await queue.get_run(stolen.run.id, tenant_id=None)).status is Status.LEASED
+
+
+async def test_a_lone_completion_goes_out_at_once(queue: Queue) -> None:
+    await queue.enqueue(tenant_id="acme", agent="demo", input={})
+    [claim] = await queue.claim_batch(worker_id="w", limit=1)
+    run = await asyncio.wait_for(
+        Writer(queue).finish(Ended(claim.run.id, claim.lease_id, Finish.done(None))),
+        timeout=10,
+    )
+    assert run.status is Status.DONE
+    with pytest.raises(LeaseLost):
+        await Writer(queue).finish(Ended(claim.run.id, claim.lease_id, Finish.done(None)))
+
+
+async def test_every_ending_goes_out_in_one_statement(queue: Queue, engine: AsyncEngine) -> None:
+    for max_attempts in (3, 3, 3, 3, 3, 1):
+        await queue.enqueue(tenant_id="acme", agent="demo", input={}, max_attempts=max_attempts)
+    claims = sorted(await queue.claim_batch(worker_id="w", limit=6), key=lambda c: c.run.max_attempts, reverse=True)
+    done, retry, dead, cancelled, released, last_try = claims
+    await queue.request_cancel(cancelled.run.id, tenant_id="acme")
+    endings = [
+        (done, Finish.done({"ok": 1}), Status.DONE, "run.completed"),
+        (retry, Finish.retry("flaky", "again"), Status.PENDING, "run.retrying"),
+        (dead, Finish.dead("bad", "no"), Status.DEAD, "run.failed"),
+        (cancelled, Finish.cancelled(), Status.CANCELLED, "run.cancelled"),
+        (released, Finish.released(), Status.PENDING, "run.retrying"),
+        (last_try, Finish.retry("flaky", "again"), Status.DEAD, "run.failed"),
+    ]
+    finished = await queue.finish_many(
+        [Ended(c.run.id, c.lease_id, finish, [("message.delta", {"text": "x"})]) for c, finish, _, _ in endings]
+    )
+    for claim, _, status, event in endings:
+        assert finished[claim.run.id].status is status
+        assert [e.type for e in await queue.read_events(claim.run.id)][-2:] == ["message.delta", event]
+    assert (await queue.get_run(released.run.id, tenant_id=None)).error_code == "worker_shutdown"
+    assert (await queue.get_run(done.run.id, tenant_id=None)).output == {"ok": 1}

@@ -1,0 +1,52 @@
+"""Which ending an attempt gets, for every way an agent's call can end and every stop."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.agents.base import BudgetExceeded, DeadlineExceeded, FatalError, RetryableError
+from app.domain import DatabaseUnavailable, Ending, Finish, LeaseLost
+from app.worker.decide import AgentEnded, StopReason, decide
+
+RETURNED = AgentEnded(value={"text": "hi"})
+CANCELLED = AgentEnded(cancelled=True)
+
+
+def raised(error: Exception) -> AgentEnded:
+    return AgentEnded(error=error)
+
+
+CASES: list[tuple[str, AgentEnded, StopReason | None, Finish | None]] = [
+    ("returned", RETURNED, None, Finish.done({"text": "hi"})),
+    ("returned None", AgentEnded(value=None), None, Finish.done(None)),
+    # A value returned before a late stop is still the run's output.
+    ("returned, then cancel", RETURNED, "cancel", Finish.done({"text": "hi"})),
+    ("returned, then shutdown", RETURNED, "shutdown", Finish.done({"text": "hi"})),
+    ("returned, then deadline", RETURNED, "deadline", Finish.done({"text": "hi"})),
+    ("returned, then lease lost", RETURNED, "lease_lost", None),
+    ("stopped by cancel", CANCELLED, "cancel", Finish.cancelled()),
+    ("raised on cancel", raised(RetryableError("stop")), "cancel", Finish.cancelled()),
+    ("stopped by shutdown", CANCELLED, "shutdown", Finish.released()),
+    ("raised on shutdown", raised(ValueError("x")), "shutdown", Finish.released()),
+    ("stopped by deadline", CANCELLED, "deadline", Finish.dead("deadline_exceeded", "late")),
+    ("stopped, lease lost", CANCELLED, "lease_lost", None),
+    ("raised LeaseLost", raised(LeaseLost("r")), None, None),
+    ("raised LeaseLost during a cancel", raised(LeaseLost("r")), "cancel", None),
+    ("fatal", raised(FatalError("no")), None, Finish.dead("fatal_error", "no")),
+    ("fatal with its own code", raised(FatalError("no", code="bad_input")), None, Finish.dead("bad_input", "no")),
+    ("budget", raised(BudgetExceeded("max_turns of 2 used up")), None, Finish.dead("budget_exceeded", "max_turns of 2 used up")),
+    ("deadline raised by the agent", raised(DeadlineExceeded("late")), None, Finish.dead("deadline_exceeded", "late")),
+    ("retryable", raised(RetryableError("flaky")), None, Finish.retry("retryable_error", "flaky")),
+    ("database down", raised(DatabaseUnavailable("gone")), None, Finish.retry("database_unavailable", "gone")),
+    ("cancelled without a stop", CANCELLED, None, Finish.retry("internal_error", "the agent's task was cancelled")),
+    ("unexpected", raised(KeyError("k")), None, Finish.retry("internal_error", "KeyError: 'k'")),
+]
+
+
+@pytest.mark.parametrize(("ended", "stop", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_decide(ended: AgentEnded, stop: StopReason | None, expected: Finish | None) -> None:
+    assert decide(ended, stop, deadline_message="late") == expected
+
+
+def test_every_ending_is_reachable() -> None:
+    assert {c[3].ending for c in CASES if c[3] is not None} == set(Ending)
