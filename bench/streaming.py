@@ -81,10 +81,16 @@ async def model_server(*, per_s: float, seconds: float) -> AsyncIterator[tuple[s
 
 
 async def sweep(
-    server: BenchServer, *, runs: Sequence[int], per_s: float, seconds: float, workers: int = 2
+    server: BenchServer,
+    *,
+    runs: Sequence[int],
+    per_s: float,
+    seconds: float,
+    workers: int = 2,
+    stop_at_miss: bool = True,
 ) -> dict[str, Any]:
     """:func:`measure` for each N, smallest first, until one misses the targets (a larger N
-    would too): the largest N that held them is the figure."""
+    would too, unless ``stop_at_miss`` is off): the largest N that held them is the figure."""
     results: list[dict[str, Any]] = []
     for n in runs:
         try:
@@ -93,9 +99,11 @@ async def sweep(
             result = {"runs": n, "holds": False, "error": f"{type(exc).__name__}: {exc}"}
         results.append(result)
         print(f"   N={n}: {_line(result)}", flush=True)
-        if not result["holds"]:
+        if stop_at_miss and not result["holds"]:
             break
     held = [r for r in results if r["holds"]]
+    if stop_at_miss is False:  # the figure is still the largest N below the first miss
+        held = held[: next((i for i, r in enumerate(results) if not r["holds"]), len(results))]
     fsynced = [r["fsynced_commits_per_s"] for r in results if r.get("fsynced_commits_per_s")]
     return {
         "per_s": per_s,
