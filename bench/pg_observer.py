@@ -18,8 +18,8 @@ exits; an idle one may hold them back for seconds):
   commits that waited for a WAL flush (``synchronous_commit = on``), counted exactly from the WAL
   itself with ``pg_walinspect``: a COMMIT record whose transaction touched a block of the
   database; ``None`` where the extension is not available;
-- WAL fsync calls: ``pg_stat_wal.wal_sync`` (server-wide: one flush may cover several commits,
-  group commit; other databases and the WAL writer count too).
+- WAL fsync calls: ``pg_stat_wal.wal_sync`` (``pg_stat_io`` from PostgreSQL 18; server-wide:
+  one flush may cover several commits, group commit; other databases and the WAL writer count).
 """
 
 from __future__ import annotations
@@ -38,9 +38,13 @@ SHARED = ("walwriter", "checkpointer", "background writer")
 ACTIVITY = "SELECT pid, datname, backend_type, application_name FROM pg_stat_activity"
 COUNTERS = (
     "SELECT (SELECT xact_commit FROM pg_stat_database WHERE datname = $1) AS commits,"
-    " (SELECT wal_sync FROM pg_stat_wal) AS wal_syncs,"
-    " pg_current_wal_flush_lsn()::text AS lsn"
+    " ({wal_syncs}) AS wal_syncs, pg_current_wal_flush_lsn()::text AS lsn"
 )
+# PostgreSQL 18 moved the WAL's fsync count from pg_stat_wal to pg_stat_io.
+WAL_SYNCS = {
+    False: "SELECT wal_sync FROM pg_stat_wal",
+    True: "SELECT sum(fsyncs)::bigint FROM pg_stat_io WHERE object = 'wal'",
+}
 # The transactions that committed and wrote a block of database $3 ("rel <tablespace>/<db>/<rel>").
 WRITING_COMMITS = (
     "SELECT count(*) FROM (SELECT xid::text FROM pg_get_wal_records_info($1::text::pg_lsn, $2::text::pg_lsn)"
@@ -64,6 +68,7 @@ class PgObserver:
         self._cpu_last: dict[int, float] = {}
         self._shared: set[int] = set()
         self._counters: asyncpg.Record | None = None
+        self._counters_sql = ""
         self._task: asyncio.Task[None] | None = None
         self.peak_connections = 0
         self.peak_by_application: dict[str, int] = {}
@@ -71,7 +76,9 @@ class PgObserver:
 
     async def start(self) -> None:
         """Counters and CPU at the start of the window, then sample until :meth:`stop_sampling`."""
-        self._counters = await self._conn.fetchrow(COUNTERS, self._database)
+        version = int(await self._conn.fetchval("SHOW server_version_num"))
+        self._counters_sql = COUNTERS.format(wal_syncs=WAL_SYNCS[version >= 180000])
+        self._counters = await self._conn.fetchrow(self._counters_sql, self._database)
         mine = await self._sample()
         self._cpu_start = {pid: cpu for pid, cpu in self._cpu_last.items() if pid in mine}
         self._cpu_start |= {pid: self._cpu_last[pid] for pid in self._shared if pid in self._cpu_last}
@@ -116,7 +123,7 @@ class PgObserver:
         ``database_conn`` is a session on the measured database (for ``pg_walinspect``)."""
         assert self._counters is not None
         before = self._counters
-        after = await self._conn.fetchrow(COUNTERS, self._database)
+        after = await self._conn.fetchrow(self._counters_sql, self._database)
         out: dict[str, Any] = {
             "commits": after["commits"] - before["commits"] - self._harness_commits,
             "wal_syncs": after["wal_syncs"] - before["wal_syncs"],

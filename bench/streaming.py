@@ -160,6 +160,7 @@ async def measure(server: BenchServer, *, runs: int, per_s: float, seconds: floa
 
             await wait_for(all_replayed, timeout_s=120, what="every stream's replay", watch=[*procs, api.child])
             await observer.start()
+            statements0 = await server.statement_stats(database)
             cpu0 = _cpu(api, procs, model)
             t0, busy0 = time.time(), machine_busy_s()
             await release_held(url, ids, over_s=min(1.0, seconds / 4))
@@ -169,6 +170,7 @@ async def measure(server: BenchServer, *, runs: int, per_s: float, seconds: floa
             pg_cpu = await observer.stop_sampling()
             for task in unfinished:
                 task.cancel()
+            statements = _statements_per_run_s(statements0, await server.statement_stats(database), run_seconds=runs * seconds)
             logs = [api.child.log, *(p.log for p in procs)]
         # Every runq process has exited here: its backends have flushed their counters.
         async with connect(url) as conn:
@@ -222,7 +224,7 @@ async def measure(server: BenchServer, *, runs: int, per_s: float, seconds: floa
         "commits_measured_as": {
             "all": "pg_stat_database.xact_commit delta of the run's database",
             "fsynced": "COMMIT records in the window's WAL whose transaction wrote a block of that database (pg_walinspect)",
-            "wal_syncs_server_wide": "pg_stat_wal.wal_sync delta (every database, group commit merges)",
+            "wal_syncs_server_wide": "WAL fsyncs (pg_stat_wal, pg_stat_io from 18) of every database; group commit merges",
         },
         "connections": {
             "peak": observer.peak_connections,
@@ -230,6 +232,8 @@ async def measure(server: BenchServer, *, runs: int, per_s: float, seconds: floa
             "peak_server_client_backends": observer.peak_server_connections,
         },
         "too_many_clients_log_lines": too_many,
+        # From pg_stat_statements where the server has it loaded (the embedded one does).
+        "top_statements_per_run_s": statements,
     }
     if "fsynced_commits_error" in counted:
         result["fsynced_commits_error"] = counted["fsynced_commits_error"]
@@ -284,6 +288,19 @@ async def _follow(api: Api, into: Followed, replayed: set[uuid.UUID]) -> None:
                     into.terminal = frame.event
     except Exception as exc:  # a broken stream is a result, not a crash of the bench
         into.error = f"{type(exc).__name__}: {exc}"[:200]
+
+
+def _statements_per_run_s(
+    before: dict[str, tuple[int, float]], after: dict[str, tuple[int, float]], *, run_seconds: float
+) -> list[dict[str, Any]]:
+    """The statements that ran most often in the window, per streaming run-second."""
+    calls = {q: (n - before.get(q, (0, 0.0))[0], ms - before.get(q, (0, 0.0))[1]) for q, (n, ms) in after.items()}
+    top = sorted(calls.items(), key=lambda kv: -kv[1][0])[:8]
+    return [
+        {"per_run_s": round(n / run_seconds, 2), "exec_ms_per_run_s": round(ms / run_seconds, 3), "query": " ".join(q.split())[:100]}
+        for q, (n, ms) in top
+        if n > 0
+    ]
 
 
 def _token_check(followed: Sequence[Followed], *, expected: int) -> dict[str, int]:
