@@ -46,7 +46,8 @@ class Settings(BaseSettings):
     )
     openai_max_connections: Annotated[int | None, Field(ge=1)] = Field(
         default=None,
-        description="Concurrent model HTTP connections per worker process; unset: one per run slot",
+        description="Concurrent model HTTP connections per worker process; unset: no cap of its own"
+        " (a run streams one turn at a time, so at most one per run slot)",
     )
 
     lease_s: Seconds = 30.0
