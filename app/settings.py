@@ -36,7 +36,7 @@ class Settings(BaseSettings):
     db_pool_size: Annotated[int | None, Field(ge=1)] = Field(
         default=None,
         description="Database connections a process may hold besides its LISTEN and heartbeat"
-        " sessions; unset: 10 for the API, 20 for a worker, 2 for the CLI",
+        " sessions; unset: 10 (2 for a CLI command)",
     )
     db_max_overflow: Annotated[int, Field(ge=0)] = Field(
         default=0, description="Extra connections opened past RUNQ_DB_POOL_SIZE under load, closed once idle"
