@@ -76,6 +76,10 @@ class PgObserver:
 
     async def start(self) -> None:
         """Counters and CPU at the start of the window, then sample until :meth:`stop_sampling`."""
+        # The window's WAL is read back afterwards: a checkpoint now makes the next one (which
+        # recycles the segments before it) unlikely to fall inside the window.
+        with contextlib.suppress(asyncpg.InsufficientPrivilegeError):
+            await self._conn.execute("CHECKPOINT")
         version = int(await self._conn.fetchval("SHOW server_version_num"))
         self._counters_sql = COUNTERS.format(wal_syncs=WAL_SYNCS[version >= 180000])
         self._counters = await self._conn.fetchrow(self._counters_sql, self._database)
