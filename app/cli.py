@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Sequence
 
 from app.console import describe_error, parse_duration, print_json, print_table
-from app.db.engine import create_engine
+from app.db.engine import engine_for
 from app.domain import Status
 from app.queue import Queue
 from app.settings import Settings, get_settings
@@ -79,7 +79,7 @@ KEY_COLUMNS = ("id", "tenant_id", "prefix", "is_admin", "created_at", "revoked_a
 async def _operate(url: str, args: argparse.Namespace) -> int:
     """The operator commands, straight on the repository layer (admin scope: every tenant)."""
     settings = get_settings()
-    engine = create_engine(url, pool_size=2)
+    engine = engine_for(url, settings, role="cli")
     queue = Queue.from_settings(engine, settings)
     try:
         if args.command == "runs":

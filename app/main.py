@@ -28,7 +28,7 @@ from app.api.limits import BodySizeLimit
 from app.api.presence import Presence
 from app.api.problems import ApiProblem, problem_response
 from app.api.stream import event_hub
-from app.db.engine import asyncpg_dsn, create_engine
+from app.db.engine import asyncpg_dsn, engine_for
 from app.db.errors import CONNECTION_ERRORS, database_down
 from app.domain import (
     IdempotencyConflict,
@@ -74,7 +74,7 @@ def create_app(settings: Settings | None = None, *, sse_ping_s: float = 10.0) ->
         url = settings.database_url
         if not url:
             raise RuntimeError("RUNQ_DATABASE_URL is not set; `runq api` or `runq dev` provide one")
-        engine = create_engine(url, application_name="runq-api")
+        engine = engine_for(url, settings, role="api")
         queue = Queue.from_settings(engine, settings)
         hub = event_hub(asyncpg_dsn(settings.listen_database_url or url), queue)
         presence = Presence(queue, refresh_s=min(PRESENCE_REFRESH_MAX_S, settings.presence_ttl_s / 3))

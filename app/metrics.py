@@ -49,6 +49,18 @@ HEARTBEAT_DURATION = Histogram(
     "runq_heartbeat_seconds", "Duration of one batched lease renewal",
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
 )
+DB_POOL_WAIT = Histogram(
+    "runq_db_pool_wait_seconds", "Waits for a free pooled database connection (only checkouts that waited)",
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)
+DB_POOL_TIMEOUTS = Counter(
+    "runq_db_pool_timeouts_total", "Checkouts that found no free connection within RUNQ_DB_POOL_TIMEOUT_S"
+)
+MODEL_POOL_WAIT = Histogram(
+    "runq_model_pool_wait_seconds",
+    "Waits for a free model HTTP connection (the openai agent's client, only requests that waited)",
+    buckets=(0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
 SSE_SUBSCRIBERS = Gauge("runq_sse_subscribers", "Open SSE streams on this API process")
 RUNS_REQUEUED = Counter("runq_runs_requeued_total", "Dead or cancelled runs requeued by an operator")
 RUNS_PURGED = Counter(

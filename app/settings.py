@@ -35,6 +35,23 @@ class Settings(BaseSettings):
         " pooler; defaults to RUNQ_DATABASE_URL",
     )
 
+    db_pool_size: Annotated[int | None, Field(ge=1)] = Field(
+        default=None,
+        description="Database connections a process may hold besides its LISTEN and heartbeat"
+        " sessions; unset: 10 (2 for a CLI command)",
+    )
+    db_max_overflow: Annotated[int, Field(ge=0)] = Field(
+        default=0, description="Extra connections opened past RUNQ_DB_POOL_SIZE under load, closed once idle"
+    )
+    db_pool_timeout_s: Seconds = Field(
+        default=60.0, description="How long work waits for a free pooled connection before it fails"
+    )
+    openai_max_connections: Annotated[int | None, Field(ge=1)] = Field(
+        default=None,
+        description="Concurrent model HTTP connections per worker process; unset: no cap of its own"
+        " (a run streams one turn at a time, so at most one per run slot)",
+    )
+
     lease_s: Seconds = 30.0
     heartbeat_s: Seconds = 10.0
     poll_s: Seconds = 1.0

@@ -20,12 +20,12 @@ import tempfile
 import time
 import traceback
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import cost, create_rate, latency, peers, pgbench_raw, report, sse, throughput
+from bench import cost, create_rate, latency, peers, pgbench_raw, report, sse, streaming, throughput
 from bench.procs import ROOT
 from bench.server import BenchServer
 
@@ -59,6 +59,10 @@ class Profile:
     claim_small: int = 1_000
     claim_large: int = 1_000_000
     claim_samples: int = 300
+    streaming_runs: tuple[int, ...] = (50, 100, 150, 200)  # the sweep stops at the first miss
+    streaming_per_s: float = 20.0
+    streaming_seconds: float = 20.0
+    streaming_stop_at_miss: bool = True  # off when the N are given on the command line
 
 
 FULL = Profile()
@@ -88,6 +92,8 @@ SMOKE = Profile(
     claim_small=100,
     claim_large=5_000,
     claim_samples=20,
+    streaming_runs=(4,),
+    streaming_seconds=2.0,
 )
 
 Section = Callable[[BenchServer, Profile, dict[str, Any]], Awaitable[None]]
@@ -169,6 +175,19 @@ async def _cost(server: BenchServer, p: Profile, out: dict[str, Any]) -> None:
         timings[name] = round(time.monotonic() - started, 1)
 
 
+async def _streaming(server: BenchServer, p: Profile, out: dict[str, Any]) -> None:
+    out["streaming"] = await streaming.sweep(
+        server,
+        runs=p.streaming_runs,
+        per_s=p.streaming_per_s,
+        seconds=p.streaming_seconds,
+        stop_at_miss=p.streaming_stop_at_miss,
+    )
+    first = out["streaming"]["sweep"][0]
+    if "error" in first:  # a larger N may fail for runq's reasons; the smallest failing is the bench's
+        raise RuntimeError(f"streaming at N={first['runs']}: {first['error']}")
+
+
 SECTIONS: dict[str, Section] = {
     "pgbench": _pgbench,
     "e2e": _e2e,
@@ -179,6 +198,7 @@ SECTIONS: dict[str, Section] = {
     "sse": _sse,
     "create": _create,
     "cost": _cost,
+    "streaming": _streaming,
 }
 
 
@@ -231,6 +251,9 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true", help="tiny counts, every section, < 1 minute")
     parser.add_argument("--only", nargs="+", choices=list(SECTIONS), metavar="SECTION", help=", ".join(SECTIONS))
     parser.add_argument("--output", type=Path, help="where to write the JSON results")
+    parser.add_argument(
+        "--streaming-runs", type=int, nargs="+", metavar="N", help="the streaming sweep's N, each run even after a miss (default 50 100 150 200, up to the first miss)"
+    )
     args = parser.parse_args()
     names = args.only or list(SECTIONS)
     names = [n for n in SECTIONS if n in names]
@@ -239,8 +262,11 @@ def main() -> int:
     )
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # 1,000 SSE sockets, here and in the API
+    profile = SMOKE if args.smoke else FULL
+    if args.streaming_runs:
+        profile = replace(profile, streaming_runs=tuple(args.streaming_runs), streaming_stop_at_miss=False)
     with BenchServer.open() as server:
-        results = asyncio.run(run(SMOKE if args.smoke else FULL, names, server))
+        results = asyncio.run(run(profile, names, server))
     results["meta"]["smoke"] = args.smoke
     results["meta"]["sections"] = names
     print()

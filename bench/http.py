@@ -16,6 +16,14 @@ from dataclasses import dataclass
 from typing import Any
 
 
+@dataclass(frozen=True, slots=True)
+class Frame:
+    seq: int
+    event: str
+    data: bytes  # the ``data:`` line as sent (one line: the API sends compact JSON)
+    received: float  # time.time() when its chunk arrived
+
+
 class HttpError(RuntimeError):
     """A response other than the one expected."""
 
@@ -48,6 +56,11 @@ class Connection:
 
     async def events(self, path: str, *, headers: Mapping[str, str]) -> AsyncIterator[tuple[int, float]]:
         """``(seq, time.time() at receipt)`` for every SSE frame until the server ends it."""
+        async for frame in self.frames(path, headers=headers):
+            yield frame.seq, frame.received
+
+    async def frames(self, path: str, *, headers: Mapping[str, str]) -> AsyncIterator[Frame]:
+        """Every SSE frame (with an ``id``) until the server ends the stream."""
         head = f"GET {path} HTTP/1.1\r\nHost: {self.host}\r\nAccept: text/event-stream\r\n"
         head += "".join(f"{k}: {v}\r\n" for k, v in headers.items())
         self.writer.write(head.encode() + b"\r\n")
@@ -56,7 +69,7 @@ class Connection:
             raise HttpError(f"GET {path}: {status}")
         if fields.get("transfer-encoding") != "chunked":
             raise HttpError("expected a chunked event stream")
-        seq = None
+        seq, event, data = None, b"", b""
         while True:
             size = int((await self.reader.readline()).strip() or b"0", 16)
             if size == 0:
@@ -64,11 +77,16 @@ class Connection:
             chunk = await self.reader.readexactly(size + 2)
             received = time.time()
             for line in chunk.split(b"\n"):
+                line = line.rstrip(b"\r")
                 if line.startswith(b"id:"):
                     seq = int(line[3:])
-                elif line in (b"", b"\r") and seq is not None:
-                    yield seq, received
-                    seq = None
+                elif line.startswith(b"event:"):
+                    event = line[6:].strip()
+                elif line.startswith(b"data:"):
+                    data = line[5:].strip()
+                elif not line and seq is not None:
+                    yield Frame(seq, event.decode(), data, received)
+                    seq, event, data = None, b"", b""
 
 
 @asynccontextmanager

@@ -27,6 +27,15 @@ PYTHON = sys.executable
 _TICKS = os.sysconf("SC_CLK_TCK")
 
 
+def process_cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of any process so far (all its threads); None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
 class ChildFailed(RuntimeError):
     """A child process exited while the bench still needed it."""
 
@@ -39,11 +48,7 @@ class Child:
 
     def cpu_s(self) -> float:
         """User + system CPU seconds of the process so far (all its threads)."""
-        try:
-            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            return 0.0
-        return (int(fields[11]) + int(fields[12])) / _TICKS
+        return process_cpu_s(self.proc.pid) or 0.0
 
     def check(self) -> None:
         if self.proc.returncode is not None:

@@ -79,6 +79,21 @@ TARGETS: list[Check] = [
         "cost.claim_latency.ratio_p50",
         _le("cost.claim_latency.ratio_p50", 1.2),
     ),
+    (
+        "streaming: 200 runs, 0 lost/dup/retried, p99 <= 250 ms",
+        "streaming.largest_n_holding",
+        _ge("streaming.largest_n_holding", 200),
+    ),
+    (
+        "streaming: runq + PostgreSQL CPU <= 5 ms per run-second",
+        "streaming.at_largest_n_holding.cpu_ms_per_run_s",
+        _le("streaming.at_largest_n_holding.cpu_ms_per_run_s", 5.0),
+    ),
+    (
+        "streaming: fsync'd commits/s at the largest N <= 1.2x at the smallest",
+        "streaming.fsynced_growth",
+        _le("streaming.fsynced_growth", 1.2),
+    ),
 ]
 
 
@@ -153,6 +168,7 @@ def table(results: dict[str, Any]) -> str:
          _num(_get(r, "cost.claim_latency.small.p50_ms"), "{:.2f}"),
          _num(_get(r, "cost.claim_latency.ratio_p50"), "{:.2f}x")),
     ]
+    rows += _streaming_rows(_get(r, "streaming"))
     width = [max(len(row[i]) for row in rows) for i in range(4)]
     lines = []
     for row in rows:
@@ -167,3 +183,33 @@ def table(results: dict[str, Any]) -> str:
         mark = {True: "MET ", False: "MISS", None: "n/a "}[t["met"]]
         lines.append(f"[{mark}] {t['target']}: {t['value']}")
     return "\n".join(lines)
+
+
+def _streaming_rows(section: dict[str, Any] | None) -> list[Row]:
+    if not section:
+        return []
+    rows: list[Row] = [(
+        f"STREAMING ({section['per_s']:g} tokens/s x {section['seconds']:g} s, {section['workers']} workers, 1 API)",
+        "", "", "",
+    )]
+    for m in section["sweep"]:
+        n = m["runs"]
+        if "tokens" not in m:
+            rows.append((f"N={n}: failed", m.get("error", "")[:60], "", ""))
+            continue
+        t, cpu, c = m["tokens"], m["cpu_ms_per_run_s"], m["commits_per_run_s"]
+        rows += [
+            (f"N={n}: tokens lost / duplicated / out of order; retried attempts",
+             f"{t['lost']} / {t['duplicated']} / {t['out_of_order']}; {m['retried_attempts']}", "0", ""),
+            (f"N={n}: token -> subscriber p50 / p99 ms",
+             f"{_num(m['latency'].get('p50_ms'), '{:.0f}')} / {_num(m['latency'].get('p99_ms'), '{:.0f}')}",
+             "<= 250 (p99)", ""),
+            (f"N={n}: CPU ms per run-s API / workers / PostgreSQL (harness)",
+             f"{cpu['api']:.1f} / {cpu['workers']:.1f} / {cpu['postgres']:.1f} ({cpu['harness']:.1f})",
+             f"sum {cpu['runq_and_postgres']:.1f}", ""),
+            (f"N={n}: commits per run-s all / fsync'd; peak connections",
+             f"{c['all']:.1f} / {_num(c['fsynced'], '{:.1f}')}; {m['connections']['peak']}",
+             f"{m['machine']['others_cores']:.2f} cores used by others", ""),
+        ]
+    rows.append(("largest N that holds the targets", _num(section["largest_n_holding"]), ">= 200", ""))
+    return rows

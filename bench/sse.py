@@ -83,7 +83,7 @@ async def fan_out(
                 streams.extend(asyncio.create_task(_subscribe(api, i, receipts, replayed)) for i in ids)
                 await wait_for(all_replayed, timeout_s=120, what="every stream's replay", every_s=0.02)
             connect_s = time.monotonic() - connect_started
-            await _release(url, ids, over_s=0.0 if lockstep else step_s)
+            await release_held(url, ids, over_s=0.0 if lockstep else step_s)
             done, _ = await asyncio.wait(streams, timeout=steps * step_s + 120)
             for child in procs:
                 child.check()
@@ -125,7 +125,7 @@ async def fan_out(
     }
 
 
-async def _release(url: str, ids: list[uuid.UUID], *, over_s: float) -> None:
+async def release_held(url: str, ids: list[uuid.UUID], *, over_s: float) -> None:
     """Make the held runs claimable one by one, evenly over ``over_s`` (one step), as runs
     started by independent users arrive: released in the same instant, the runs would stay in
     lock-step and every step would be a burst of a hundred commits on two cores."""

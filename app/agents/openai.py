@@ -7,15 +7,23 @@ stream has finished. The conversation, in the provider's own message format, is 
 result, so a retried attempt never repeats a finished turn or a finished call.
 
 The HTTP client is shared: one pooled ``httpx.AsyncClient`` per worker process, event loop and
-base URL, created lazily by :func:`shared_client`, so runs reuse connections to the provider.
+base URL, created lazily by :func:`model_connections`, so runs reuse connections to the provider. It
+has no connection cap of its own (httpx's default of 100 silently queued a worker's 101st
+stream): a run streams one turn at a time, so a worker holds at most one model connection per
+run slot. ``RUNQ_OPENAI_MAX_CONNECTIONS`` sets a cap; a turn that has to wait for it is logged
+and counted (``runq_model_pool_wait_seconds``), and one that waits longer than the pool timeout
+is a transient model error, retried inside the run like a dropped connection.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -25,28 +33,79 @@ import httpx
 
 from app.agents.base import FatalError, RetryableError, RunContext
 from app.agents.tools import DEFAULT_TOOLS, Tool, ToolRegistry, ToolResult, invoke
+from app.metrics import MODEL_POOL_WAIT
 from app.redact import redact, redact_data
 from app.settings import Settings, get_settings
 
 _TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=30.0, pool=30.0)
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, httpx.AsyncClient]] = (
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _ModelConnections]] = (
     weakref.WeakKeyDictionary()
 )
 
+log = logging.getLogger(__name__)
 
-def shared_client(base_url: str) -> httpx.AsyncClient:
-    """The process's client for ``base_url`` on the running loop (a client is bound to its loop)."""
+
+class _ModelConnections:
+    """The pooled client for one base URL and, when capped, the slots a model turn waits for."""
+
+    def __init__(self, base_url: str, limit: int | None) -> None:
+        limits = httpx.Limits(max_connections=limit, max_keepalive_connections=limit)
+        self.client = httpx.AsyncClient(base_url=base_url, timeout=_TIMEOUT, limits=limits)
+        self.limit = limit
+        self.waiting = 0  # turns queued for a slot right now
+        # In front of httpx's own pool (of the same size), which then never has to queue: a
+        # wait here is seen, timed and bounded.
+        self._slots = asyncio.Semaphore(limit) if limit else None
+
+    @asynccontextmanager
+    async def slot(self) -> AsyncIterator[httpx.AsyncClient]:
+        if self._slots is None:
+            yield self.client
+            return
+        if self._slots.locked():
+            await self._wait_for_slot(self._slots)
+        else:
+            await self._slots.acquire()
+        try:
+            yield self.client
+        finally:
+            self._slots.release()
+
+    async def _wait_for_slot(self, slots: asyncio.Semaphore) -> None:
+        started = time.monotonic()
+        self.waiting += 1
+        try:
+            async with asyncio.timeout(_TIMEOUT.pool):
+                await slots.acquire()
+        except TimeoutError:
+            raise _Transient(
+                f"no model connection free within {_TIMEOUT.pool:.0f} s"
+                f" (RUNQ_OPENAI_MAX_CONNECTIONS={self.limit})"
+            ) from None
+        finally:
+            self.waiting -= 1
+            waited = time.monotonic() - started
+            MODEL_POOL_WAIT.observe(waited)
+        log.warning(
+            "waited %.0f ms for a model connection (RUNQ_OPENAI_MAX_CONNECTIONS=%d in use)",
+            waited * 1000,
+            self.limit,
+        )
+
+
+def model_connections(base_url: str, limit: int | None) -> _ModelConnections:
+    """The process's connections to ``base_url`` on the running loop (a client is bound to its loop)."""
     per_loop = _clients.setdefault(asyncio.get_running_loop(), {})
-    client = per_loop.get(base_url)
-    if client is None or client.is_closed:
-        client = per_loop[base_url] = httpx.AsyncClient(base_url=base_url, timeout=_TIMEOUT)
-    return client
+    found = per_loop.get(base_url)
+    if found is None or found.client.is_closed:
+        found = per_loop[base_url] = _ModelConnections(base_url, limit)
+    return found
 
 
 async def close_shared_clients() -> None:
     """Close the running loop's shared clients (worker shutdown, test teardown)."""
-    for client in _clients.pop(asyncio.get_running_loop(), {}).values():
-        await client.aclose()
+    for found in _clients.pop(asyncio.get_running_loop(), {}).values():
+        await found.client.aclose()
 
 
 class _Transient(Exception):
@@ -215,20 +274,24 @@ class OpenAIAgent:
                         redact(f"model unavailable after {tries} tries: {exc}"),
                         code="model_unavailable",
                     ) from exc
+                log.warning("model turn failed, trying again in %.1f s: %s", wait, redact(str(exc)))
                 await asyncio.sleep(wait)
 
     async def _stream(self, ctx: RunContext, body: dict[str, Any]) -> _Turn:
         headers = {"Accept": "text/event-stream"}
         if self.settings.openai_api_key:
             headers["Authorization"] = f"Bearer {self.settings.openai_api_key}"
-        client = shared_client(self.settings.openai_base_url.rstrip("/") + "/")
+        connections = model_connections(
+            self.settings.openai_base_url.rstrip("/") + "/", self.settings.openai_max_connections
+        )
         turn = _Turn()
         try:
             # Leaving this block for any reason (a cancel or lost lease arrives as task
             # cancellation) closes the response, and with it the connection mid-stream.
-            async with client.stream(
-                "POST", "chat/completions", json=body, headers=headers
-            ) as response:
+            async with (
+                connections.slot() as client,
+                client.stream("POST", "chat/completions", json=body, headers=headers) as response,
+            ):
                 if response.status_code != 200:
                     await response.aread()
                     raise _http_error(response)

@@ -63,13 +63,16 @@ class EmbeddedPostgres:
         port: int | None = None,
         database: str = "runq",
         fast: bool = False,
+        max_connections: int = 200,
     ) -> None:
-        """`fast` trades crash safety for speed (no fsync), which only tests should want."""
+        """`fast` trades crash safety for speed (no fsync), which only tests should want; a low
+        `max_connections` lets a test prove that runq's processes stay within their pools."""
         # Absolute, so the server, its lock file and our /proc matching agree on the path.
         self.data_dir = Path(data_dir).resolve()
         self.log_path = self.data_dir.with_name(f"{self.data_dir.name}.log")
         self.database = database
         self.fast = fast
+        self.max_connections = max_connections
         self._requested_port = port
         self._port: int | None = None
         self._bin_dir = Path()
@@ -184,7 +187,7 @@ class EmbeddedPostgres:
             *(self._bin_dir / "postgres", "-D", self.data_dir),
             *("-h", "127.0.0.1", "-p", str(self._port)),
             *("-k", ""),  # no unix socket: its default dir is not writable by the server user
-            *("-c", "max_connections=200", "-c", "shared_buffers=128MB"),
+            *("-c", f"max_connections={self.max_connections}", "-c", "shared_buffers=128MB"),
         ]
         if self.fast:
             args += ["-c", "fsync=off", "-c", "synchronous_commit=off"]

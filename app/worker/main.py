@@ -13,7 +13,7 @@ import socket
 
 from prometheus_client import start_http_server
 
-from app.db.engine import asyncpg_dsn, create_engine
+from app.db.engine import asyncpg_dsn, engine_for
 from app.logs import configure_logging, log_context
 from app.queue import Queue
 from app.redact import Redactor
@@ -55,9 +55,7 @@ async def serve(
     """Claim and execute runs until ``stop`` is set; then drain within the grace period."""
     worker_id = new_worker_id()
     with log_context(worker_id=worker_id):
-        engine = create_engine(
-            database_url, pool_size=concurrency + 2, application_name="runq-worker"
-        )
+        engine = engine_for(database_url, settings, role="worker")
         queue = Queue.from_settings(engine, settings)
         heartbeat = Heartbeat(
             database_url=database_url, lease_s=settings.lease_s, interval_s=settings.heartbeat_s

@@ -8,9 +8,10 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from app.agents.base import BudgetExceeded, FatalError, RetryableError, RunContext
-from app.agents.openai import OpenAIAgent, close_shared_clients
+from app.agents.openai import OpenAIAgent, close_shared_clients, model_connections
 from app.agents.tools import SHELL, ToolError, ToolRegistry
 from app.settings import Settings
 from tests.fakes import eventually
@@ -195,6 +196,28 @@ async def test_cancel_closes_the_stream_mid_tokens(server: FakeOpenAI, agent: Ag
 
     await eventually(lambda: server.requests[0].disconnected)
     assert not ctx.of_type("message.completed")
+
+
+async def test_a_capped_model_connection_makes_the_next_turn_wait(server: FakeOpenAI) -> None:
+    capped = Agent(Settings(openai_base_url=server.base_url, openai_max_connections=1))
+    server.script(stall("the first turn holds the only connection"), answer("second"))
+    first_ctx, second_ctx = FakeRunContext({"prompt": "one"}), FakeRunContext({"prompt": "two"})
+    waits = REGISTRY.get_sample_value("runq_model_pool_wait_seconds_count") or 0.0
+    first = asyncio.create_task(capped.run(first_ctx))
+    await eventually(lambda: first_ctx.of_type("message.delta"))
+    second = asyncio.create_task(capped.run(second_ctx))
+    connections = model_connections(server.base_url + "/", 1)
+    try:
+        await eventually(lambda: connections.waiting == 1)
+        assert len(server.requests) == 1  # the second turn has not reached the model
+
+        first.cancel()
+        assert await second == {"text": "second"}
+        with pytest.raises(asyncio.CancelledError):
+            await first
+    finally:
+        await close_shared_clients()
+    assert REGISTRY.get_sample_value("runq_model_pool_wait_seconds_count") == waits + 1
 
 
 async def test_retry_resumes_from_the_checkpoint(server: FakeOpenAI, agent: Agent) -> None:
