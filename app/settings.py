@@ -50,6 +50,16 @@ class Settings(BaseSettings):
     retention_days: Annotated[float, Field(ge=0)] = 30.0
     redact_roots: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
+    webhook_retry_for_s: Seconds = 86400.0
+    webhook_timeout_s: Seconds = 10.0
+    webhook_allow_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Hosts or CIDRs webhooks may reach although private or loopback (development, tests)",
+    )
+    webhook_hosts_only: bool = Field(
+        default=False, description="Deliver only to RUNQ_WEBHOOK_ALLOW_HOSTS; resolve and contact nothing else"
+    )
+
     agents: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
     worker_metrics_port: int | None = None
     log_format: Literal["auto", "json", "text"] = "auto"
@@ -73,6 +83,13 @@ class Settings(BaseSettings):
     def _parse_roots(cls, value: object) -> object:
         if isinstance(value, str):
             return [root for root in value.split(":") if root]
+        return value
+
+    @field_validator("webhook_allow_hosts", mode="before")
+    @classmethod
+    def _parse_hosts(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [host.strip() for host in value.split(",") if host.strip()]
         return value
 
     @model_validator(mode="after")

@@ -26,6 +26,7 @@ _CHANNELS = {
     "${events_channel}": channels.EVENTS,
     "${runs_channel}": channels.RUNS,
     "${cancel_channel}": channels.CANCEL,
+    "${webhooks_channel}": channels.WEBHOOKS,
 }
 
 

@@ -1,4 +1,5 @@
-"""Housekeeping every worker runs: expired leases, abandoned interactive runs, retention.
+"""Housekeeping every worker runs: expired leases, abandoned interactive runs, due schedules,
+retention.
 
 Every worker runs it; the queue's statements take a transaction-scoped advisory lock, so
 one pass acts at a time cluster-wide and a stalled worker never stops the others reaping.
@@ -11,7 +12,7 @@ import logging
 import random
 
 from app.domain import DatabaseUnavailable, Run, Status
-from app.metrics import REAPER_RESCUES, RUNS_CANCELLED, RUNS_FINISHED, RUNS_PURGED
+from app.metrics import REAPER_RESCUES, RUNS_CANCELLED, RUNS_FINISHED, RUNS_PURGED, SCHEDULE_RUNS
 from app.queue import Queue
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,9 @@ async def reap_once(queue: Queue, *, retention_s: float) -> None:
         if run.is_terminal:  # a pending run, cancelled here; a leased one is ended by its worker
             _count_finished(run)
         log.info("run %s abandoned by its subscribers: cancel requested", run.id)
+    for schedule_id, run_id in await queue.fire_due_schedules():
+        SCHEDULE_RUNS.inc()
+        log.info("schedule %s created run %s", schedule_id, run_id)
     if retention_s > 0:
         await purge_past_retention(queue, older_than_s=retention_s)
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import asyncpg
 
-from app.queue import CANCEL_CHANNEL, RUNS_CHANNEL
+from app.queue import CANCEL_CHANNEL, RUNS_CHANNEL, WEBHOOKS_CHANNEL
 
 log = logging.getLogger(__name__)
 
@@ -34,12 +34,14 @@ class Wakeup:
         *,
         on_new_run: Callable[[], None],
         on_cancel: Callable[[uuid.UUID], None],
+        on_webhook: Callable[[], None] | None = None,
         check_s: float = 5.0,
         max_backoff_s: float = 10.0,
     ) -> None:
         self._dsn = dsn
         self._on_new_run = on_new_run
         self._on_cancel = on_cancel
+        self._on_webhook = on_webhook
         self._check_s = check_s
         self._max_backoff_s = max_backoff_s
 
@@ -66,6 +68,9 @@ class Wakeup:
         try:
             await conn.add_listener(RUNS_CHANNEL, self._notified)
             await conn.add_listener(CANCEL_CHANNEL, self._notified)
+            if self._on_webhook is not None:
+                await conn.add_listener(WEBHOOKS_CHANNEL, self._notified)
+                self._on_webhook()
             self._on_new_run()  # claim what was announced while we were not listening
             while not closed.is_set():
                 with contextlib.suppress(TimeoutError):
@@ -82,5 +87,7 @@ class Wakeup:
         if channel == CANCEL_CHANNEL:
             with contextlib.suppress(ValueError):
                 self._on_cancel(uuid.UUID(payload))
+        elif channel == WEBHOOKS_CHANNEL and self._on_webhook is not None:
+            self._on_webhook()
         else:
             self._on_new_run()
