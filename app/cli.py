@@ -9,6 +9,7 @@ import sys
 import uuid
 from collections.abc import Sequence
 
+from app import cli_hooks
 from app.console import parse_duration, print_json, print_table
 from app.db.engine import create_engine
 from app.domain import QueueError, Status
@@ -53,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     purge.add_argument("--older-than", type=parse_duration, required=True, metavar="AGE")
     for command in (*runs_sub.choices.values(), sub.choices["workers"], sub.choices["stats"], purge):
         command.add_argument("--json", action="store_true", help="machine-readable output")
+    cli_hooks.add_parsers(sub)
     return parser
 
 
@@ -65,6 +67,8 @@ async def _operate(url: str, args: argparse.Namespace) -> int:
     engine = create_engine(url, pool_size=2)
     queue = Queue.from_settings(engine, settings)
     try:
+        if args.command in cli_hooks.COMMANDS:
+            return await cli_hooks.run(queue, settings, args)
         if args.command == "runs":
             if args.runs_command == "list":
                 status = Status(args.status) if args.status else None

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import secrets
 from functools import lru_cache
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, PositiveFloat, field_validator, model_validator
@@ -105,13 +108,26 @@ class Settings(BaseSettings):
             if not self.secret_key or len(self.secret_key) < 32:
                 raise ValueError("RUNQ_SECRET_KEY (32+ chars) is required when RUNQ_ENV=production")
         if self.secret_key is None:
-            # Development only: tokens die with the process, which is fine for one dev API.
-            self.secret_key = secrets.token_urlsafe(32)
+            # Development only. With the embedded database the key is kept next to its data, so
+            # webhook secrets sealed with it (app/signing.py) still open after a restart and in
+            # CLI commands; otherwise tokens die with the process, fine for one dev API.
+            self.secret_key = _dev_secret_key(Path(self.data_dir)) if not self.database_url else secrets.token_urlsafe(32)
         return self
 
     @property
     def agent_registry(self) -> dict[str, str]:
         return {**BUILTIN_AGENTS, **self.agents}
+
+
+def _dev_secret_key(data_dir: Path) -> str:
+    path = data_dir / "secret_key"
+    if not path.exists():
+        data_dir.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):  # another process wrote it first
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as file:
+                file.write(secrets.token_urlsafe(32))
+    return path.read_text().strip()
 
 
 @lru_cache

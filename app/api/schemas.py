@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -14,7 +15,7 @@ MAX_INPUT_DEPTH = 64
 FiniteSeconds = Annotated[float, Field(allow_inf_nan=False)]
 
 
-def _check_json(value: Any, depth: int = 0) -> None:
+def check_json(value: Any, depth: int = 0) -> None:
     """Refuse what PostgreSQL's jsonb cannot store (NUL characters, lone surrogates such as a
     JSON ``"\\ud800"``, NaN, infinities) and absurd nesting, so that no request body can reach
     the database and fail there as a 500."""
@@ -33,11 +34,11 @@ def _check_json(value: Any, depth: int = 0) -> None:
             raise ValueError("numbers must be finite")
     elif isinstance(value, dict):
         for key, item in value.items():
-            _check_json(key, depth + 1)
-            _check_json(item, depth + 1)
+            check_json(key, depth + 1)
+            check_json(item, depth + 1)
     elif isinstance(value, list):
         for item in value:
-            _check_json(item, depth + 1)
+            check_json(item, depth + 1)
 
 
 class Budget(BaseModel):
@@ -48,6 +49,21 @@ class Budget(BaseModel):
     max_turns: Annotated[int, Field(gt=0, le=1_000_000)] | None = None
     max_tool_calls: Annotated[int, Field(gt=0, le=1_000_000)] | None = None
     deadline_s: Annotated[FiniteSeconds, Field(gt=0, le=365 * 86400)] | None = None
+
+
+WebhookEvent = Literal["run.completed", "run.failed", "run.cancelled", "run.waiting"]
+DEFAULT_WEBHOOK_EVENTS: list[WebhookEvent] = ["run.completed", "run.failed", "run.cancelled"]
+
+
+class Webhook(BaseModel):
+    """Where to announce the run's events (docs/webhooks.md); the URL is checked by the route."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    url: Annotated[str, Field(min_length=1, examples=["https://example.com/hooks/runq"])]
+    events: Annotated[list[WebhookEvent], Field(min_length=1, max_length=4)] = Field(
+        default_factory=lambda: list(DEFAULT_WEBHOOK_EVENTS)
+    )
 
 
 class CreateRun(BaseModel):
@@ -65,11 +81,12 @@ class CreateRun(BaseModel):
     delay_s: Annotated[FiniteSeconds, Field(ge=0, le=365 * 86400)] = 0.0
     on_disconnect: Literal["continue", "cancel"] = "continue"
     disconnect_grace_s: Annotated[FiniteSeconds, Field(ge=0, le=7 * 86400)] = 30.0
+    webhook: Webhook | None = None
 
     @field_validator("input")
     @classmethod
     def _storable(cls, value: dict[str, Any]) -> dict[str, Any]:
-        _check_json(value)
+        check_json(value)
         return value
 
 
@@ -83,7 +100,7 @@ class CancelRun(BaseModel):
     @field_validator("note")
     @classmethod
     def _storable(cls, value: str | None) -> str | None:
-        _check_json(value)
+        check_json(value)
         return value
 
 
@@ -111,6 +128,7 @@ class RunOut(BaseModel):
     on_disconnect: Literal["continue", "cancel"]
     disconnect_grace_s: float
     last_event_seq: int
+    schedule_id: uuid.UUID | None = Field(default=None, description="the schedule that created the run")
 
     @classmethod
     def of(cls, run: Run) -> RunOut:

@@ -21,8 +21,8 @@ from app.settings import Settings
 from app.worker.lease import Heartbeat
 from app.worker.reaper import reap_forever
 from app.worker.runner import Runner
-from app.worker.webhooks import sender_from_settings
 from app.worker.wakeup import Wakeup
+from app.worker.webhooks import sender_from_settings
 
 log = logging.getLogger(__name__)
 
