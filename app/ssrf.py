@@ -149,7 +149,11 @@ class UrlGuard:
             if ip is None:
                 raise UrlRefused("webhook_url_unresolvable", f"the host {host} resolves to {address!r}")
             # Every address must pass: a name with one public and one internal answer is refused.
-            if not (named or self._allowed(ip) or (not self._hosts_only and not is_forbidden(ip))):
+            if named or self._allowed(ip):
+                continue
+            if self._hosts_only:
+                raise UrlRefused("webhook_url_forbidden", f"webhooks may only reach the allowed hosts, not {host}")
+            if is_forbidden(ip):
                 raise UrlRefused(
                     "webhook_url_forbidden",
                     f"webhooks may not reach {host} ({ip}): loopback, private and other internal"

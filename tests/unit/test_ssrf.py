@@ -73,7 +73,7 @@ async def test_hosts_only_resolves_nothing_outside_the_list() -> None:
     resolver = FakeResolver({"public.test": ["93.184.215.14"]})
     guard = UrlGuard(["127.0.0.1"], hosts_only=True, resolver=resolver)
     for url in ("http://public.test/", "http://93.184.215.14/"):
-        with pytest.raises(UrlRefused, match="allowed hosts|internal") as refused:
+        with pytest.raises(UrlRefused, match="only reach the allowed hosts") as refused:
             await guard.check(url)
         assert refused.value.code == "webhook_url_forbidden"
     assert resolver.asked == []

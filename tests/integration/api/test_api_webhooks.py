@@ -20,12 +20,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.api.webhooks import url_guard
 from app.main import create_app
-from app.queue import Queue
 from app.settings import Settings
 from app.ssrf import MAX_URL_LENGTH, UrlGuard
 from app.worker.webhooks import sender_from_settings
 from tests.api_support import SECRET, create_run, new_key, wait_for
-from tests.webhook_support import HANG, FakeResolver, Receiver, verify_signature
+from tests.webhook_support import FakeResolver, Receiver, verify_signature
 
 RESOLVER = FakeResolver({"hooks.test": ["127.0.0.1"], "internal.test": ["127.0.0.2"]})
 
