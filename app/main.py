@@ -118,6 +118,7 @@ def create_app(settings: Settings | None = None, *, sse_ping_s: float = 10.0) ->
     app.include_router(webhooks.router)
     app.include_router(webhooks.admin_router)
     app.include_router(schedules.router)
+    app.include_router(schedules.admin_router)
     app.include_router(health.router)
     app.include_router(ui.router)
     _add_problem_handlers(app)

@@ -13,7 +13,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Query, Response, status
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from app.api.auth import Tenant
+from app.api.admin import TENANT_PATTERN
+from app.api.auth import Tenant, require_admin
 from app.api.deps import RuntimeDep
 from app.api.params import decode_cursor, encode_cursor, parse_id
 from app.api.problems import ApiProblem, problems
@@ -23,6 +24,9 @@ from app.cron import ScheduleInvalid, Timing
 from app.domain import Schedule
 
 router = APIRouter(tags=["schedules"])
+admin_router = APIRouter(
+    prefix="/admin", tags=["admin"], dependencies=[Depends(require_admin)], responses=problems(401, 403, 503)
+)
 
 
 class CreateSchedule(BaseModel):
@@ -120,22 +124,36 @@ async def create_schedule(body: CreateSchedule, principal: Tenant, runtime: Runt
     return ScheduleOut.of(schedule)
 
 
-@router.get("/schedules", response_model=SchedulePage, responses=problems(400, 401, 422, 503))
-async def list_schedules(
-    principal: Tenant,
-    runtime: RuntimeDep,
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    cursor: Annotated[str | None, Query(max_length=512, description="`next_cursor` of the previous page")] = None,
-) -> SchedulePage:
-    """The tenant's schedules, newest first."""
+Limit = Annotated[int, Query(ge=1, le=200)]
+Cursor = Annotated[str | None, Query(max_length=512, description="`next_cursor` of the previous page")]
+
+
+async def _page(runtime: RuntimeDep, tenant_id: str | None, limit: int, cursor: str | None) -> SchedulePage:
     found = await runtime.queue.list_schedules(
-        tenant_id=principal.tenant_id, limit=limit + 1, before=decode_cursor(cursor) if cursor else None
+        tenant_id=tenant_id, limit=limit + 1, before=decode_cursor(cursor) if cursor else None
     )
     page = found[:limit]
     return SchedulePage(
         items=[ScheduleOut.of(s) for s in page],
         next_cursor=encode_cursor(page[-1].created_at, page[-1].id) if len(found) > limit else None,
     )
+
+
+@router.get("/schedules", response_model=SchedulePage, responses=problems(400, 401, 422, 503))
+async def list_schedules(principal: Tenant, runtime: RuntimeDep, limit: Limit = 50, cursor: Cursor = None) -> SchedulePage:
+    """The tenant's schedules, newest first."""
+    return await _page(runtime, principal.tenant_id, limit, cursor)
+
+
+@admin_router.get("/schedules", response_model=SchedulePage, responses=problems(400, 422))
+async def list_all_schedules(
+    runtime: RuntimeDep,
+    tenant: Annotated[str | None, Query(min_length=1, max_length=200, pattern=TENANT_PATTERN)] = None,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> SchedulePage:
+    """Schedules of every tenant (or of one), newest first, for the operators' UI."""
+    return await _page(runtime, tenant, limit, cursor)
 
 
 @router.get("/schedules/{schedule_id}", response_model=ScheduleOut, responses=problems(401, 404, 422, 503))

@@ -143,13 +143,16 @@ async def list_deliveries(
     runtime: RuntimeDep,
     status: DeliveryStatus | None = None,
     tenant: Annotated[str | None, Query(min_length=1, max_length=200, pattern=TENANT_PATTERN)] = None,
+    run_id: uuid.UUID | None = None,
     limit: Limit = 50,
     cursor: Cursor = None,
 ) -> DeliveryPage:
-    """Deliveries of every tenant (or of one), newest first; `?status=failed` lists what gave up."""
+    """Deliveries of every tenant (or of one, or of one run), newest first; `?status=failed`
+    lists what gave up."""
     deliveries = await runtime.queue.list_deliveries(
-        tenant_id=tenant, status=status, limit=limit + 1, before=decode_cursor(cursor) if cursor else None
-    )
+        tenant_id=tenant, status=status, run_id=run_id, limit=limit + 1,
+        before=decode_cursor(cursor) if cursor else None,
+    )  # fmt: skip
     return _page(deliveries, limit)
 
 

@@ -7,6 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.api_support import new_key
 
 SCHEDULE_FIELDS = {"id", "tenant_id", "cron", "every_s", "timezone", "next_run_at", "paused", "last_run_id", "created_at"}
 
@@ -103,3 +106,15 @@ async def test_another_tenants_schedule_is_404_everywhere(
     assert (await client.get("/schedules", headers=bob)).json()["items"] == []
     assert (await client.get(f"/schedules/{sid}", headers=alice)).json()["paused"] is False  # untouched
     assert (await client.get("/schedules")).status_code == 401
+
+
+async def test_admins_list_every_tenants_schedules(
+    client: httpx.AsyncClient, alice: dict[str, str], bob: dict[str, str], engine: AsyncEngine
+) -> None:
+    ops = await new_key(engine, "ops", admin=True)
+    mine, theirs = (await create(client, alice))["id"], (await create(client, bob))["id"]
+    listed = (await client.get("/admin/schedules", headers=ops)).json()["items"]
+    assert [s["id"] for s in listed] == [theirs, mine]
+    only = (await client.get("/admin/schedules", params={"tenant": "alice"}, headers=ops)).json()["items"]
+    assert [s["id"] for s in only] == [mine]
+    assert (await client.get("/admin/schedules", headers=alice)).status_code == 403

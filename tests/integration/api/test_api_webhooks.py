@@ -155,6 +155,9 @@ async def test_gives_up_after_the_retry_window_and_lists_it_failed(
     assert delivery["last_error"] == "the receiver answered 500"
     listed = (await client.get("/admin/webhooks", params={"status": "failed"}, headers=ops)).json()["items"]
     assert [d["id"] for d in listed] == [delivery["id"]]
+    other = await cancelled_run(client, alice, "http://127.0.0.1:9/")
+    by_run = (await client.get("/admin/webhooks", params={"run_id": run["id"]}, headers=ops)).json()["items"]
+    assert [d["id"] for d in by_run] == [delivery["id"]] and other["id"] != run["id"]
     assert (await client.get("/admin/webhooks", headers=alice)).status_code == 403
 
 
