@@ -123,6 +123,9 @@ class WebhookSender:
             return
         except RunNotFound:
             return  # purged meanwhile: its deliveries went with it
+        except DatabaseUnavailable as exc:
+            log.warning("webhook delivery %s postponed: %s", delivery.id, exc)
+            return  # its lease runs out and it is taken again
         body = json.dumps(
             {
                 "type": delivery.event_type,
