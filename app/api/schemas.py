@@ -15,7 +15,7 @@ MAX_INPUT_DEPTH = 64
 FiniteSeconds = Annotated[float, Field(allow_inf_nan=False)]
 
 
-def check_json(value: Any, depth: int = 0) -> None:
+def _check_json(value: Any, depth: int = 0) -> None:
     """Refuse what PostgreSQL's jsonb cannot store (NUL characters, lone surrogates such as a
     JSON ``"\\ud800"``, NaN, infinities) and absurd nesting, so that no request body can reach
     the database and fail there as a 500."""
@@ -34,11 +34,11 @@ def check_json(value: Any, depth: int = 0) -> None:
             raise ValueError("numbers must be finite")
     elif isinstance(value, dict):
         for key, item in value.items():
-            check_json(key, depth + 1)
-            check_json(item, depth + 1)
+            _check_json(key, depth + 1)
+            _check_json(item, depth + 1)
     elif isinstance(value, list):
         for item in value:
-            check_json(item, depth + 1)
+            _check_json(item, depth + 1)
 
 
 class Budget(BaseModel):
@@ -86,7 +86,7 @@ class CreateRun(BaseModel):
     @field_validator("input")
     @classmethod
     def _storable(cls, value: dict[str, Any]) -> dict[str, Any]:
-        check_json(value)
+        _check_json(value)
         return value
 
 
@@ -100,7 +100,7 @@ class CancelRun(BaseModel):
     @field_validator("note")
     @classmethod
     def _storable(cls, value: str | None) -> str | None:
-        check_json(value)
+        _check_json(value)
         return value
 
 
