@@ -29,6 +29,7 @@ SET_SCHEDULE_PAUSED = statement("set_schedule_paused")
 DELETE_SCHEDULE = statement("delete_schedule")
 DUE_SCHEDULES = statement("due_schedules")
 FIRE_SCHEDULES = statement("fire_schedules")
+NEXT_SCHEDULE_DUE_IN = statement("next_schedule_due_in")
 
 _INFINITY = datetime.max.replace(tzinfo=UTC)
 
@@ -132,3 +133,10 @@ class Schedules(Store):
             params = {"ids": ids, "slot_keys": keys, "next_ats": next_ats, "aging_s": self.aging_s}
             fired = (await conn.execute(FIRE_SCHEDULES, params)).all()
         return [(row.schedule_id, row.run_id) for row in fired]
+
+    async def next_schedule_due_in(self) -> float | None:
+        """Seconds until the earliest active schedule is due (negative once it is), or ``None``
+        without one: the reaper wakes for it, so a slot does not wait for the next regular pass."""
+        async with self._statement() as conn:
+            due_in = (await conn.execute(NEXT_SCHEDULE_DUE_IN)).scalar()
+        return None if due_in is None else float(due_in)

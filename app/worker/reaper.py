@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 
 
 PURGE_BATCH = 500
+MIN_SCHEDULE_WAIT_S = 0.2  # a due slot another worker's pass is still firing
 PURGE_BATCHES_PER_PASS = 20  # each batch its own short transaction; 10,000 runs a pass at most
 
 
@@ -62,11 +63,15 @@ def _count_finished(run: Run) -> None:
 
 async def reap_forever(queue: Queue, *, interval_s: float, retention_s: float) -> None:
     while True:
+        # Jitter keeps the workers' passes from colliding on the lock in lockstep.
+        delay = interval_s * random.uniform(0.8, 1.2)
         try:
             await reap_once(queue, retention_s=retention_s)
+            due_in = await queue.next_schedule_due_in()
+            if due_in is not None:  # a schedule's slot comes before the next pass: wake for it
+                delay = min(delay, max(due_in, MIN_SCHEDULE_WAIT_S))
         except DatabaseUnavailable as exc:
             log.warning("reaper pass skipped: %s", exc)
         except Exception:
             log.exception("reaper pass failed")
-        # Jitter keeps the workers' passes from colliding on the lock in lockstep.
-        await asyncio.sleep(interval_s * random.uniform(0.8, 1.2))
+        await asyncio.sleep(delay)

@@ -120,3 +120,10 @@ async def test_a_slot_fired_twice_makes_one_run(queue: Queue, engine: AsyncEngin
     assert await runs_of(engine, schedule.id) == [slot_key(schedule.id, slot)]
     after = await queue.get_schedule(schedule.id, tenant_id=None)
     assert after.last_run_id == run_id and after.next_run_at == slot + timedelta(seconds=60)
+
+
+async def test_the_reaper_wakes_for_a_slot_before_its_next_pass(database_url: str, queue: Queue, engine: AsyncEngine) -> None:
+    """Second-level schedules do not wait for RUNQ_REAPER_S: the pass sleeps until the next slot."""
+    schedule = await every(queue, 1)
+    async with in_process_worker(database_url, concurrency=1, reaper_s=60):
+        await wait_until(lambda: _at_least(engine, schedule.id, 2), within=20, what="two slots a second apart")

@@ -54,6 +54,10 @@ SELECT *, now() AS db_now FROM schedules
  LIMIT :batch
    FOR UPDATE SKIP LOCKED;
 
+-- name: next_schedule_due_in
+-- Seconds until the earliest active schedule's next slot (negative when due), for the reaper's sleep.
+SELECT extract(epoch FROM min(next_run_at) - now())::float8 FROM schedules WHERE NOT paused;
+
 -- name: fire_schedules
 -- One pending run per due schedule, keyed by its slot (a repeat of a slot inserts nothing),
 -- each with its run.queued; every schedule moved to its next slot; idle workers woken.
