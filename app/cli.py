@@ -14,6 +14,7 @@ import sys
 import uuid
 from collections.abc import Sequence
 
+from app import cli_hooks
 from app.console import describe_error, parse_duration, print_json, print_table
 from app.db.engine import engine_for
 from app.domain import Status
@@ -69,6 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     purge.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     for command in (*runs_sub.choices.values(), sub.choices["workers"], sub.choices["stats"], purge):
         command.add_argument("--json", action="store_true", help="machine-readable output")
+    cli_hooks.add_parsers(sub)
     return parser
 
 
@@ -82,6 +84,8 @@ async def _operate(url: str, args: argparse.Namespace) -> int:
     engine = engine_for(url, settings, role="cli")
     queue = Queue.from_settings(engine, settings)
     try:
+        if args.command in cli_hooks.COMMANDS:
+            return await cli_hooks.run(queue, settings, args)
         if args.command == "runs":
             if args.runs_command == "list":
                 status = Status(args.status) if args.status else None

@@ -46,6 +46,7 @@ class Run:
     last_event_seq: int
     locked_by: str | None
     locked_until: datetime | None
+    schedule_id: uuid.UUID | None = None
 
     @property
     def is_terminal(self) -> bool:
@@ -68,6 +69,49 @@ def _json(value: Any) -> Any:
 
 
 _RUN_FIELDS = [f.name for f in fields(Run) if f.name not in ("input", "budget")]
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One webhook delivery of the outbox: the run's event it announces and how sending went.
+    ``id`` is the ``webhook-id`` header, the same on every attempt."""
+
+    id: uuid.UUID
+    run_id: uuid.UUID
+    tenant_id: str
+    url: str
+    event_seq: int
+    event_type: str
+    status: str  # pending | delivered | failed | stopped
+    attempts: int
+    next_attempt_at: datetime
+    last_status_code: int | None
+    last_error: str | None
+    created_at: datetime
+    delivered_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A recurring run: a cron expression (in ``timezone``) or a fixed interval ``every_s``."""
+
+    id: uuid.UUID
+    tenant_id: str
+    cron: str | None
+    every_s: float | None
+    timezone: str
+    agent: str
+    input: dict[str, Any]
+    budget: dict[str, Any]
+    priority: int
+    max_attempts: int
+    thread_id: uuid.UUID | None
+    webhook: dict[str, Any] | None
+    paused: bool
+    next_run_at: datetime
+    last_run_id: uuid.UUID | None
+    created_at: datetime
+    updated_at: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,3 +248,15 @@ class NotRequeueable(QueueError):
 
 class DatabaseUnavailable(QueueError):
     """PostgreSQL cannot be reached right now; retry later."""
+
+
+class DeliveryNotFound(QueueError):
+    """No such webhook delivery (for this tenant)."""
+
+
+class NotRedeliverable(QueueError):
+    """The delivery is still pending: it is being sent or will be, so it cannot be sent again."""
+
+
+class ScheduleNotFound(QueueError):
+    """No such schedule for this tenant."""

@@ -22,7 +22,7 @@ from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.agents.base import load_agents
-from app.api import admin, docs, health, runs, ui
+from app.api import admin, docs, health, runs, schedules, ui, webhooks
 from app.api.deps import Runtime
 from app.api.limits import BodySizeLimit
 from app.api.presence import Presence
@@ -32,10 +32,13 @@ from app.db.engine import asyncpg_dsn, engine_for
 from app.db.errors import CONNECTION_ERRORS, database_down
 from app.domain import (
     DatabaseUnavailable,
+    DeliveryNotFound,
     IdempotencyConflict,
+    NotRedeliverable,
     NotRequeueable,
     RunFinished,
     RunNotFound,
+    ScheduleNotFound,
 )
 from app.logs import configure_logging
 from app.queue import Queue
@@ -56,6 +59,9 @@ DOMAIN_PROBLEMS: dict[type[Exception], tuple[int, str, str]] = {
         "this Idempotency-Key was used before with a different request body",
     ),
     NotRequeueable: (409, "not_requeueable", "only dead or cancelled runs can be requeued"),
+    DeliveryNotFound: (404, "not_found", "no such webhook delivery"),
+    NotRedeliverable: (409, "not_redeliverable", "the delivery is still pending; it will be sent"),
+    ScheduleNotFound: (404, "not_found", "no such schedule"),
 }
 HTTP_CODES = {
     400: "malformed_json",  # FastAPI's only own 400: a body it could not parse
@@ -102,6 +108,10 @@ def create_app(settings: Settings | None = None, *, sse_ping_s: float = 10.0) ->
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.include_router(runs.router)
     app.include_router(admin.router)
+    app.include_router(webhooks.router)
+    app.include_router(webhooks.admin_router)
+    app.include_router(schedules.router)
+    app.include_router(schedules.admin_router)
     app.include_router(health.router)
     app.include_router(ui.router)
     app.include_router(docs.router)

@@ -66,6 +66,20 @@ RUNS_REQUEUED = Counter("runq_runs_requeued_total", "Dead or cancelled runs requ
 RUNS_PURGED = Counter(
     "runq_runs_purged_total", "Finished runs (with their events) deleted by retention"
 )
+SCHEDULE_RUNS = Counter("runq_schedule_runs_total", "Runs created by schedules (one per slot)")
+WEBHOOK_DELIVERIES = Counter(
+    "runq_webhook_deliveries_total",
+    "Webhook delivery attempts by outcome (delivered, retry, failed, stopped)",
+    ["outcome"],
+)
+WEBHOOK_REQUEST_SECONDS = Histogram(
+    "runq_webhook_request_seconds", "Duration of one webhook request, answer or not",
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+WEBHOOK_LATENCY = Histogram(
+    "runq_webhook_delivery_latency_seconds", "From the event to its delivery's 2xx",
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600),
+)
 
 
 class _Ended(Protocol):
@@ -100,6 +114,7 @@ class QueueGauges(Collector):
         self._timeout_s = timeout_s
         self._refreshed_at = float("-inf")
         self._depth: QueueDepth | None = None
+        self._undelivered: tuple[float, int] | None = None
         self._up: bool | None = None
 
     async def refresh(self, queue: Queue) -> None:
@@ -110,21 +125,22 @@ class QueueGauges(Collector):
         try:
             async with asyncio.timeout(self._timeout_s):
                 self._depth = await queue.queue_depth()
+                self._undelivered = await queue.undelivered()
             self._up = True
         except (DatabaseUnavailable, TimeoutError) as exc:
             log.warning("queue gauges not refreshed: %s", exc)
             self._up = False  # the depth keeps its last value; runq_database_up says it is stale
 
     def describe(self) -> Iterator[Metric]:
-        return iter(self._families(QueueDepth(pending=0, leased=0, oldest_pending_age_s=0.0), up=True))
+        return iter(self._families(QueueDepth(pending=0, leased=0, oldest_pending_age_s=0.0), (0.0, 0), up=True))
 
     def collect(self) -> Iterator[Metric]:
         if self._up is None:
             return iter(())
-        return iter(self._families(self._depth, up=self._up))
+        return iter(self._families(self._depth, self._undelivered, up=self._up))
 
     @staticmethod
-    def _families(depth: QueueDepth | None, *, up: bool) -> list[Metric]:
+    def _families(depth: QueueDepth | None, undelivered: tuple[float, int] | None, *, up: bool) -> list[Metric]:
         families: list[Metric] = [
             GaugeMetricFamily(
                 "runq_database_up", "1 if the last queue-gauge refresh reached the database", value=int(up)
@@ -142,6 +158,17 @@ class QueueGauges(Collector):
                     "runq_oldest_pending_age_seconds",
                     "How long the oldest runnable pending run has waited",
                     value=depth.oldest_pending_age_s,
+                ),
+            ]
+        if undelivered is not None:
+            families += [
+                GaugeMetricFamily(
+                    "runq_webhook_oldest_undelivered_age_seconds",
+                    "How long the oldest pending webhook delivery has waited",
+                    value=undelivered[0],
+                ),
+                GaugeMetricFamily(
+                    "runq_webhook_pending", "Webhook deliveries not yet delivered, failed or stopped", value=undelivered[1]
                 ),
             ]
         return families

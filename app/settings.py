@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from functools import lru_cache
 from typing import Annotated, Literal
 
-from pydantic import Field, PositiveFloat, field_validator, model_validator
+from pydantic import Field, PositiveFloat, PrivateAttr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 Seconds = PositiveFloat
@@ -17,10 +18,15 @@ BUILTIN_AGENTS = {
 }
 
 
+SECRET_KEY_FILE = "secret_key"  # the development key kept in the data folder
+
+
 class Settings(BaseSettings):
     """Every knob of runq; fractional seconds are accepted everywhere."""
 
     model_config = SettingsConfigDict(env_prefix="RUNQ_", extra="ignore")
+    # RUNQ_SECRET_KEY was unset and no key was kept yet: this process made one up.
+    _secret_key_generated: bool = PrivateAttr(default=False)
 
     env: Literal["development", "production"] = "development"
     database_url: str | None = Field(
@@ -69,6 +75,16 @@ class Settings(BaseSettings):
     retention_days: Annotated[float, Field(ge=0)] = 30.0
     redact_roots: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
+    webhook_retry_for_s: Seconds = 86400.0
+    webhook_timeout_s: Seconds = 10.0
+    webhook_allow_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Hosts or CIDRs webhooks may reach although private or loopback (development, tests)",
+    )
+    webhook_hosts_only: bool = Field(
+        default=False, description="Deliver only to RUNQ_WEBHOOK_ALLOW_HOSTS; resolve and contact nothing else"
+    )
+
     agents: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
     worker_metrics_port: int | None = None
     log_format: Literal["auto", "json", "text"] = "auto"
@@ -94,6 +110,13 @@ class Settings(BaseSettings):
             return [root for root in value.split(":") if root]
         return value
 
+    @field_validator("webhook_allow_hosts", mode="before")
+    @classmethod
+    def _parse_hosts(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [host.strip() for host in value.split(",") if host.strip()]
+        return value
+
     @model_validator(mode="after")
     def _check(self) -> Settings:
         if self.heartbeat_s >= self.lease_s:
@@ -107,13 +130,26 @@ class Settings(BaseSettings):
             if not self.secret_key or len(self.secret_key) < 32:
                 raise ValueError("RUNQ_SECRET_KEY (32+ chars) is required when RUNQ_ENV=production")
         if self.secret_key is None:
-            # Development only: tokens die with the process, which is fine for one dev API.
-            self.secret_key = secrets.token_urlsafe(32)
+            # Development only. With the embedded database the key is kept next to its data, so
+            # webhook secrets sealed with it (app/signing.py) still open after a restart and in
+            # CLI commands; otherwise tokens die with the process, fine for one dev API.
+            self.secret_key = secrets.token_urlsafe(32) if self.database_url else _dev_secret_key(self)
         return self
 
     @property
     def agent_registry(self) -> dict[str, str]:
         return {**BUILTIN_AGENTS, **self.agents}
+
+
+def _dev_secret_key(settings: Settings) -> str:
+    """The data folder's kept key if there is one, else a new one that the process that
+    creates the embedded database keeps (:func:`app.db.runtime.keep_secret_key`)."""
+    from app.db.runtime import NoDatabase, data_dir  # the data folder's rules live there
+
+    with contextlib.suppress(NoDatabase, OSError):
+        return (data_dir(settings) / SECRET_KEY_FILE).read_text().strip()
+    settings._secret_key_generated = True
+    return secrets.token_urlsafe(32)
 
 
 @lru_cache

@@ -14,13 +14,18 @@ from fastapi import Depends, Path
 from app.api.problems import ApiProblem
 
 
+def parse_id(value: str, what: str) -> uuid.UUID:
+    """A path id as a UUID, or 422 ``invalid_id`` naming what it identifies."""
+    try:
+        return uuid.UUID(value)
+    except ValueError as exc:
+        raise ApiProblem(422, "invalid_id", f"the {what} id must be a UUID") from exc
+
+
 async def parse_run_id(  # async: a plain ``def`` dependency would hop to a worker thread
     run_id: Annotated[str, Path(description="The run's id (a UUID)", examples=["0b7c…"])],
 ) -> uuid.UUID:
-    try:
-        return uuid.UUID(run_id)
-    except ValueError as exc:
-        raise ApiProblem(422, "invalid_id", "the run id must be a UUID") from exc
+    return parse_id(run_id, "run")
 
 
 RunIdPath = Annotated[uuid.UUID, Depends(parse_run_id)]

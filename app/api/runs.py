@@ -14,6 +14,7 @@ from app.api.problems import ApiProblem, problems
 from app.api.schemas import CancelRun, CreateRun, EventOut, EventPage, RunOut, RunPage, StreamToken
 from app.api.stream import event_stream
 from app.api.tokens import stream_token
+from app.api.webhooks import UrlGuardDep, checked_webhook
 from app.domain import Status
 from app.metrics import RUNS_CREATED, count_ending
 from app.queue import request_hash
@@ -39,6 +40,7 @@ async def create_run(
     principal: Tenant,
     runtime: RuntimeDep,
     response: Response,
+    guard: UrlGuardDep,
     idempotency_key: Annotated[
         str | None,
         Header(min_length=1, max_length=255, description="Repeats with the same key return the same run"),
@@ -53,6 +55,7 @@ async def create_run(
             f"no agent named {body.agent!r}",
             agents=sorted(settings.agent_registry),
         )
+    webhook = await checked_webhook(body.webhook, guard)
     request: dict[str, Any] = body.model_dump(mode="json") | {
         "budget": body.budget.model_dump(exclude_none=True) if body.budget else {},
         "max_attempts": body.max_attempts or settings.max_attempts,
@@ -69,6 +72,7 @@ async def create_run(
         disconnect_grace_s=body.disconnect_grace_s,
         idempotency_key=idempotency_key,
         request_digest=request_hash(request) if idempotency_key else None,
+        webhook=webhook,
     )
     if created:
         RUNS_CREATED.labels(agent=run.agent).inc()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal, Self
 
@@ -50,6 +51,21 @@ class Budget(BaseModel):
     deadline_s: Annotated[FiniteSeconds, Field(gt=0, le=365 * 86400)] | None = None
 
 
+WebhookEvent = Literal["run.completed", "run.failed", "run.cancelled", "run.waiting"]
+DEFAULT_WEBHOOK_EVENTS: list[WebhookEvent] = ["run.completed", "run.failed", "run.cancelled"]
+
+
+class Webhook(BaseModel):
+    """Where to announce the run's events (docs/webhooks.md); the URL is checked by the route."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    url: Annotated[str, Field(min_length=1, examples=["https://example.com/hooks/runq"])]
+    events: Annotated[list[WebhookEvent], Field(min_length=1, max_length=4)] = Field(
+        default_factory=lambda: list(DEFAULT_WEBHOOK_EVENTS)
+    )
+
+
 class CreateRun(BaseModel):
     """``POST /runs``; strict, so ``"5"`` or ``true`` is not a number."""
 
@@ -65,6 +81,7 @@ class CreateRun(BaseModel):
     delay_s: Annotated[FiniteSeconds, Field(ge=0, le=365 * 86400)] = 0.0
     on_disconnect: Literal["continue", "cancel"] = "continue"
     disconnect_grace_s: Annotated[FiniteSeconds, Field(ge=0, le=7 * 86400)] = 30.0
+    webhook: Webhook | None = None
 
     @field_validator("input")
     @classmethod
@@ -111,6 +128,7 @@ class RunOut(BaseModel):
     on_disconnect: Literal["continue", "cancel"]
     disconnect_grace_s: float
     last_event_seq: int
+    schedule_id: uuid.UUID | None = Field(default=None, description="the schedule that created the run")
 
     @classmethod
     def of(cls, run: Run) -> Self:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from app.db.postmaster import live_postmaster, server_pids
-from app.settings import Settings
+from app.settings import SECRET_KEY_FILE, Settings
 
 if TYPE_CHECKING:
     from app.db.embedded import EmbeddedPostgres
@@ -123,6 +123,7 @@ def open_database(settings: Settings, *, create: bool = False, command: str) -> 
         )
     folder.mkdir(parents=True, exist_ok=True)
     with _locked(folder):
+        keep_secret_key(folder, settings)
         db = _find_served(folder, pgdata) or _start(folder, pgdata, command)
     try:
         yield db
@@ -133,6 +134,20 @@ def open_database(settings: Settings, *, create: bool = False, command: str) -> 
                 if record is not None and record.pid == os.getpid():  # not a successor's
                     (folder / RECORD_FILE).unlink()
                 db.server.stop()
+
+
+def keep_secret_key(folder: Path, settings: Settings) -> None:
+    """Keep a made-up development key next to the data (mode 0600), or take the one kept
+    there: webhook secrets sealed with it must still open after a restart and in CLI commands."""
+    if not settings._secret_key_generated:
+        return  # RUNQ_SECRET_KEY is set, or the key already came from the folder
+    path = folder / SECRET_KEY_FILE
+    with contextlib.suppress(FileExistsError):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as file:
+            file.write(settings.secret_key or "")
+    settings.secret_key = path.read_text().strip()
+    settings._secret_key_generated = False
 
 
 def _find_served(folder: Path, pgdata: Path) -> Database | None:

@@ -15,6 +15,7 @@ from sqlalchemy import (
     PrimaryKeyConstraint,
     Table,
     Text,
+    UniqueConstraint,
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB, UUID
@@ -67,6 +68,8 @@ agent_runs = Table(
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=NOW),
     Column("finished_at", DateTime(timezone=True)),
+    Column("webhook", JSONB),  # {url, events} as validated at create (docs/webhooks.md)
+    Column("schedule_id", UUID(as_uuid=True)),  # the schedule that created the run, if any
     CheckConstraint(f"status IN ({STATUSES})", name="status"),
     CheckConstraint("on_disconnect IN ('continue', 'cancel')", name="on_disconnect"),
     # Heartbeats rewrite locked_until every few seconds: room on the page keeps them HOT.
@@ -174,3 +177,80 @@ tenant_limits = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=NOW),
     CheckConstraint("max_inflight >= 0", name="max_inflight"),
 )
+
+# The webhook outbox: one row per (run, event) a run's webhook asked for, written by a trigger on
+# run_events in the transaction of the event itself (docs/webhooks.md). ``id`` is the stable
+# ``webhook-id``; ``next_attempt_at`` doubles as the delivery's lease (pushed past the request's
+# timeout when a worker takes it), and ``attempts`` fences the taker's result.
+DELIVERY_STATUSES = "'pending', 'delivered', 'failed', 'stopped'"
+webhook_deliveries = Table(
+    "webhook_deliveries",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True, server_default=text("gen_random_uuid()")),
+    Column("run_id", UUID(as_uuid=True), ForeignKey("agent_runs.id", ondelete="CASCADE"), nullable=False),
+    Column("tenant_id", Text, nullable=False),
+    Column("url", Text, nullable=False),
+    Column("event_seq", Integer, nullable=False),
+    Column("event_type", Text, nullable=False),
+    Column("status", Text, nullable=False, server_default="pending"),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("next_attempt_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    # Retries stop once this is RUNQ_WEBHOOK_RETRY_FOR_S old; a redelivery starts it again.
+    Column("retry_from", DateTime(timezone=True), nullable=False, server_default=NOW),
+    Column("last_status_code", Integer),
+    Column("last_error", Text),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    Column("delivered_at", DateTime(timezone=True)),
+    CheckConstraint(f"status IN ({DELIVERY_STATUSES})", name="status"),
+    UniqueConstraint("run_id", "event_seq"),
+)
+Index(
+    "ix_webhook_deliveries_due",
+    webhook_deliveries.c.next_attempt_at,
+    postgresql_where=text("status = 'pending'"),
+)
+Index(
+    "ix_webhook_deliveries_status_created",
+    webhook_deliveries.c.status,
+    webhook_deliveries.c.created_at.desc(),
+    webhook_deliveries.c.id.desc(),
+)
+
+# One signing secret per tenant, encrypted with a key derived from RUNQ_SECRET_KEY (app/signing.py).
+# After a rotation the previous one still signs until ``previous_until``.
+webhook_secrets = Table(
+    "webhook_secrets",
+    metadata,
+    Column("tenant_id", Text, primary_key=True),
+    Column("secret", Text, nullable=False),
+    Column("previous", Text),
+    Column("previous_until", DateTime(timezone=True)),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    Column("rotated_at", DateTime(timezone=True)),
+)
+
+schedules = Table(
+    "schedules",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True, server_default=text("gen_random_uuid()")),
+    Column("tenant_id", Text, nullable=False),
+    Column("cron", Text),
+    Column("every_s", Float),
+    Column("timezone", Text, nullable=False, server_default="UTC"),
+    Column("agent", Text, nullable=False),
+    Column("input_json", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("budget_json", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("priority", Integer, nullable=False, server_default="0"),
+    Column("max_attempts", Integer, nullable=False),
+    Column("thread_id", UUID(as_uuid=True)),
+    Column("webhook", JSONB),
+    Column("paused", Boolean, nullable=False, server_default=text("false")),
+    Column("next_run_at", DateTime(timezone=True), nullable=False),
+    Column("last_run_id", UUID(as_uuid=True)),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    CheckConstraint("(cron IS NULL) <> (every_s IS NULL)", name="cron_or_every"),
+    CheckConstraint("every_s IS NULL OR every_s >= 1", name="every_s"),
+)
+Index("ix_schedules_due", schedules.c.next_run_at, postgresql_where=text("NOT paused"))
+Index("ix_schedules_tenant_created", schedules.c.tenant_id, schedules.c.created_at.desc(), schedules.c.id.desc())

@@ -10,7 +10,8 @@ run row hands out gapless sequence numbers under the row lock, in commit order.
 Modules by concern: :mod:`~app.queue.runs` (create, read, stop), :mod:`~app.queue.claims`
 (claim, heartbeat), :mod:`~app.queue.events` (log, checkpoint, effects, presence),
 :mod:`~app.queue.finish` (how an attempt ends, batched), :mod:`~app.queue.maintenance` (reaper,
-retention), :mod:`~app.queue.ops` (admin and metrics).
+retention), :mod:`~app.queue.ops` (admin and metrics), :mod:`~app.queue.webhooks` (the webhook
+outbox and signing secrets), :mod:`~app.queue.schedules` (schedules and their slots).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from app.db.errors import database_down
 from app.queue.channels import CANCEL as CANCEL_CHANNEL
 from app.queue.channels import EVENTS as EVENTS_CHANNEL
 from app.queue.channels import RUNS as RUNS_CHANNEL
+from app.queue.channels import WEBHOOKS as WEBHOOKS_CHANNEL
 from app.queue.claims import CLAIM_BATCH, CLAIM_BATCH_CAPPED, Claims
 from app.queue.codec import NewEvents, request_hash
 from app.queue.events import Events
@@ -30,6 +32,8 @@ from app.queue.finish import FINISH_IF_LEASED, Ended, Endings
 from app.queue.maintenance import Maintenance
 from app.queue.ops import QUEUE_DEPTH, Ops, QueueDepth, QueueStats
 from app.queue.runs import Runs
+from app.queue.schedules import Schedules
+from app.queue.webhooks import DeliveryJob, Webhooks
 
 if TYPE_CHECKING:
     from app.settings import Settings
@@ -42,6 +46,8 @@ __all__ = [
     "FINISH_IF_LEASED",
     "QUEUE_DEPTH",
     "RUNS_CHANNEL",
+    "WEBHOOKS_CHANNEL",
+    "DeliveryJob",
     "Ended",
     "NewEvents",
     "Queue",
@@ -52,7 +58,7 @@ __all__ = [
 ]
 
 
-class Queue(Runs, Claims, Events, Endings, Maintenance, Ops):
+class Queue(Runs, Claims, Events, Endings, Maintenance, Ops, Webhooks, Schedules):
     """The queue's operations; each method is one short transaction on its own connection."""
 
     @classmethod

@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from app.domain import Event
+from app.domain import Delivery, Event, Schedule
 
 NewEvents = Sequence[tuple[str, Mapping[str, Any]]]
 
@@ -57,3 +57,31 @@ def request_hash(body: Mapping[str, Any]) -> str:
 
 def event_from_row(row: Any) -> Event:
     return Event(seq=row.seq, type=row.type, data=loads(row.data), attempt=row.attempt, created_at=row.created_at)
+
+
+def delivery_from_row(row: Any) -> Delivery:
+    m = row._mapping
+    return Delivery(**{name: m[name] for name in Delivery.__dataclass_fields__})
+
+
+def schedule_from_row(row: Any) -> Schedule:
+    m = row._mapping
+    return Schedule(
+        id=m["id"],
+        tenant_id=m["tenant_id"],
+        cron=m["cron"],
+        every_s=m["every_s"],
+        timezone=m["timezone"],
+        agent=m["agent"],
+        input=loads(m["input_json"]),
+        budget=loads(m["budget_json"]),
+        priority=m["priority"],
+        max_attempts=m["max_attempts"],
+        thread_id=m["thread_id"],
+        webhook=loads(m["webhook"]),
+        paused=m["paused"],
+        next_run_at=m["next_run_at"],
+        last_run_id=m["last_run_id"],
+        created_at=m["created_at"],
+        updated_at=m["updated_at"],
+    )

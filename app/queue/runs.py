@@ -65,6 +65,7 @@ class Runs(Store):
         disconnect_grace_s: float = 30.0,
         idempotency_key: str | None = None,
         request_digest: str | None = None,
+        webhook: Mapping[str, Any] | None = None,
     ) -> tuple[Run, bool]:
         """Store a pending run with its ``run.queued`` event; ``(run, created)``.
 
@@ -84,6 +85,7 @@ class Runs(Store):
             "request_hash": request_digest,
             "on_disconnect": on_disconnect,
             "disconnect_grace_s": float(disconnect_grace_s),
+            "webhook": dumps(webhook) if webhook is not None else None,
         }
         async with self._statement() as conn:
             row = (await conn.execute(ENQUEUE, params)).first()

@@ -19,13 +19,14 @@ from importlib import resources
 
 from sqlalchemy import TextClause, text
 
-from app.queue.channels import CANCEL, EVENTS, RUNS
+from app.queue.channels import CANCEL, EVENTS, RUNS, WEBHOOKS
 
 _NAME = re.compile(r"^-- name: (\w+)\n", re.MULTILINE)
 _CHANNELS = {
     "${events_channel}": EVENTS,
     "${runs_channel}": RUNS,
     "${cancel_channel}": CANCEL,
+    "${webhooks_channel}": WEBHOOKS,
 }
 
 

@@ -106,4 +106,12 @@ export class Api {
   workers() {
     return this.request("GET", "/admin/workers");
   }
+
+  deliveries(runId) {
+    return this.request("GET", this.isAdmin ? `/admin/webhooks${query({ run_id: runId })}` : `/runs/${runId}/webhooks`);
+  }
+
+  schedules() {
+    return this.request("GET", this.isAdmin ? "/admin/schedules" : "/schedules");
+  }
 }

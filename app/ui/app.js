@@ -5,6 +5,7 @@ import { notice } from "./dom.js";
 import { mountDead } from "./views/dead.js";
 import { mountRun } from "./views/run.js";
 import { mountRuns } from "./views/runs.js";
+import { mountSchedules } from "./views/schedules.js";
 import { mountStats } from "./views/stats.js";
 import { mountWorkers } from "./views/workers.js";
 
@@ -13,6 +14,7 @@ const ROUTES = {
   runs: { mount: mountRuns, title: "Runs" },
   run: { mount: mountRun, title: "Run" },
   dead: { mount: mountDead, title: "Dead letters" },
+  schedules: { mount: mountSchedules, title: "Schedules" },
   workers: { mount: mountWorkers, title: "Workers", admin: true },
   stats: { mount: mountStats, title: "Queue stats", admin: true },
 };

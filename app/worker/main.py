@@ -22,6 +22,7 @@ from app.worker.lease import Heartbeat
 from app.worker.reaper import reap_forever
 from app.worker.runner import Runner
 from app.worker.wakeup import Wakeup
+from app.worker.webhooks import sender_from_settings
 
 log = logging.getLogger(__name__)
 
@@ -70,16 +71,19 @@ async def serve(
             poll_s=settings.poll_s,
             lease_s=settings.lease_s,
         )
+        sender = sender_from_settings(queue, settings)
         wakeup = Wakeup(
             asyncpg_dsn(settings.listen_database_url or database_url),
             on_new_run=runner.wake,
             on_cancel=runner.cancel_requested,
+            on_webhook=sender.wake,
         )
         log.info("worker started with %d slots", concurrency)
         try:
             with heartbeat:
                 background = [
                     asyncio.create_task(wakeup.run()),
+                    asyncio.create_task(sender.run()),
                     asyncio.create_task(
                         reap_forever(
                             queue,

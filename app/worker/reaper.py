@@ -1,4 +1,5 @@
-"""Housekeeping every worker runs: expired leases, abandoned interactive runs, retention.
+"""Housekeeping every worker runs: expired leases, abandoned interactive runs, due schedules,
+retention.
 
 Every worker runs it; the queue's statements take a transaction-scoped advisory lock, so
 one pass acts at a time cluster-wide and a stalled worker never stops the others reaping.
@@ -11,13 +12,14 @@ import logging
 import random
 
 from app.domain import DatabaseUnavailable
-from app.metrics import REAPER_RESCUES, RUNS_PURGED, count_ending
+from app.metrics import REAPER_RESCUES, RUNS_PURGED, SCHEDULE_RUNS, count_ending
 from app.queue import Queue
 
 log = logging.getLogger(__name__)
 
 
 PURGE_BATCH = 500
+MIN_SCHEDULE_WAIT_S = 0.2  # a due slot another worker's pass is still firing
 PURGE_BATCHES_PER_PASS = 20  # each batch its own short transaction; 10,000 runs a pass at most
 
 
@@ -31,6 +33,9 @@ async def reap_once(queue: Queue, *, retention_s: float) -> None:
         if run.is_terminal:  # a pending run, cancelled here; a leased one is ended by its worker
             count_ending(run)
         log.info("run %s abandoned by its subscribers: cancel requested", run.id)
+    for schedule_id, run_id in await queue.fire_due_schedules():
+        SCHEDULE_RUNS.inc()
+        log.info("schedule %s created run %s", schedule_id, run_id)
     if retention_s > 0:
         await purge_past_retention(queue, older_than_s=retention_s)
 
@@ -52,11 +57,15 @@ async def purge_past_retention(queue: Queue, *, older_than_s: float) -> int:
 
 async def reap_forever(queue: Queue, *, interval_s: float, retention_s: float) -> None:
     while True:
+        # Jitter keeps the workers' passes from colliding on the lock in lockstep.
+        delay = interval_s * random.uniform(0.8, 1.2)
         try:
             await reap_once(queue, retention_s=retention_s)
+            due_in = await queue.next_schedule_due_in()
+            if due_in is not None:  # a schedule's slot comes before the next pass: wake for it
+                delay = min(delay, max(due_in, MIN_SCHEDULE_WAIT_S))
         except DatabaseUnavailable as exc:
             log.warning("reaper pass skipped: %s", exc)
         except Exception:
             log.exception("reaper pass failed")
-        # Jitter keeps the workers' passes from colliding on the lock in lockstep.
-        await asyncio.sleep(interval_s * random.uniform(0.8, 1.2))
+        await asyncio.sleep(delay)

@@ -1,4 +1,5 @@
-"""The worker's one LISTEN connection: new runs wake the claim loop, cancels reach runs at once.
+"""The worker's one LISTEN connection: new runs wake the claim loop, cancels reach runs at once,
+new webhook deliveries wake the sender.
 
 NOTIFY only wakes; the table stays the truth, and the claim loop and the heartbeat poll it
 anyway, so a notification lost while the connection was down costs latency, never a run.
@@ -24,26 +25,37 @@ class Wakeup:
         *,
         on_new_run: Callable[[], None],
         on_cancel: Callable[[uuid.UUID], None],
+        on_webhook: Callable[[], None] | None = None,
         check_s: float = 5.0,
         max_backoff_s: float = 10.0,
     ) -> None:
         self._dsn = dsn
         self._on_new_run = on_new_run
         self._on_cancel = on_cancel
+        self._on_webhook = on_webhook
         self._check_s = check_s
         self._max_backoff_s = max_backoff_s
 
     async def run(self) -> None:
+        handlers = {channels.RUNS: lambda _payload: self._on_new_run(), channels.CANCEL: self._cancel}
+        if self._on_webhook is not None:
+            on_webhook = self._on_webhook
+            handlers[channels.WEBHOOKS] = lambda _payload: on_webhook()
         await listen_forever(
             self._dsn,
-            {channels.RUNS: lambda _payload: self._on_new_run(), channels.CANCEL: self._cancel},
+            handlers,
             application_name="runq-listen",
-            # claim what was announced while we were not listening
-            on_connect=self._on_new_run,
+            # claim (and send) what was announced while we were not listening
+            on_connect=self._caught_up,
             probe_s=self._check_s,
             connect_timeout_s=self._check_s,
             backoff=Backoff(max_s=self._max_backoff_s),
         )
+
+    def _caught_up(self) -> None:
+        self._on_new_run()
+        if self._on_webhook is not None:
+            self._on_webhook()
 
     def _cancel(self, payload: str) -> None:
         with contextlib.suppress(ValueError):

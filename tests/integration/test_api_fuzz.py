@@ -45,7 +45,8 @@ CHECKS = [
 
 @pytest.fixture(scope="module")
 def api(database_url: str) -> Iterator[ApiProcess]:
-    process = ApiProcess(database_url)
+    # Webhook URLs only to the allowed host: generated host names are never resolved (no DNS).
+    process = ApiProcess(database_url, env={"RUNQ_WEBHOOK_ALLOW_HOSTS": "127.0.0.1", "RUNQ_WEBHOOK_HOSTS_ONLY": "true"})
     try:
         process.wait_ready()
         yield process
@@ -72,14 +73,23 @@ def run_ids(api: ApiProcess, keys: dict[str, dict[str, str]]) -> list[str]:
     return ids
 
 
-def _aimed(run_ids: list[str]) -> Callable[[schemathesis.Case, bool], schemathesis.Case]:
-    """Half the valid cases are pointed at something that exists: a run of the tenant, and the
-    demo agent on create, so that generated values reach the database, not only validation."""
+@pytest.fixture(scope="module")
+def schedule_ids(api: ApiProcess, keys: dict[str, dict[str, str]]) -> list[str]:
+    """Schedules of the tenant that generated requests may hit."""
+    with httpx.Client(base_url=api.base_url, headers=keys["tenant"]) as client:
+        return [client.post("/schedules", json={"agent": "demo", "every_s": 3600 + n}).json()["id"] for n in range(2)]
+
+
+def _aimed(run_ids: list[str], schedule_ids: list[str]) -> Callable[[schemathesis.Case, bool], schemathesis.Case]:
+    """Half the valid cases are pointed at something that exists: a run or schedule of the
+    tenant, and the demo agent on create, so that generated values reach the database, not only
+    validation."""
 
     def aim(case: schemathesis.Case, real: bool) -> schemathesis.Case:
-        if real and "run_id" in (case.path_parameters or {}):
-            case.path_parameters = {**case.path_parameters, "run_id": run_ids[hash(str(case.query)) % len(run_ids)]}
-        if real and case.method == "POST" and case.path == "/runs" and isinstance(case.body, dict):
+        for name, ids in (("run_id", run_ids), ("schedule_id", schedule_ids)):
+            if real and name in (case.path_parameters or {}):
+                case.path_parameters = {**case.path_parameters, name: ids[hash(str(case.query)) % len(ids)]}
+        if real and case.method == "POST" and case.path in ("/runs", "/schedules") and isinstance(case.body, dict):
             case.body = {**case.body, "agent": "demo"}
         return case
 
@@ -111,7 +121,7 @@ def fuzz(operation: APIOperation, mode: GenerationMode, *, base_url: str, sessio
 
 
 def test_api_conforms_to_its_openapi_document(
-    api: ApiProcess, keys: dict[str, dict[str, str]], run_ids: list[str]
+    api: ApiProcess, keys: dict[str, dict[str, str]], run_ids: list[str], schedule_ids: list[str]
 ) -> None:
     schema = schemathesis.openapi.from_url(f"{api.base_url}/openapi.json")
     session = requests.Session()
@@ -126,7 +136,7 @@ def test_api_conforms_to_its_openapi_document(
             started = time.perf_counter()
             try:
                 fuzz(operation, mode, base_url=api.base_url, session=session, headers=headers, answers=answers,
-                     aim=_aimed(run_ids))
+                     aim=_aimed(run_ids, schedule_ids))
             except Unsatisfiable:
                 assert mode is GenerationMode.NEGATIVE, operation.label  # no input to get wrong
             except Exception as exc:  # every operation is fuzzed; the failures are listed together
@@ -139,7 +149,8 @@ def test_api_conforms_to_its_openapi_document(
 
 def test_schema_covers_every_route(api: ApiProcess) -> None:
     doc = httpx.get(f"{api.base_url}/openapi.json").json()
-    assert {"/runs", "/runs/{run_id}", "/runs/{run_id}/events", "/admin/runs"} <= set(doc["paths"])
+    assert {"/runs", "/runs/{run_id}", "/runs/{run_id}/events", "/admin/runs", "/schedules/{schedule_id}",
+            "/webhook-secret", "/admin/webhooks/{delivery_id}/redeliver"} <= set(doc["paths"])  # fmt: skip
 
 
 # -- what the fuzzing found, kept as regression tests ---------------------------------------

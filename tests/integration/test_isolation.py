@@ -32,7 +32,11 @@ PUBLIC = {"/healthz", "/readyz", "/metrics"}
 BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/runs"): {"agent": "demo", "input": {"prompt": "bob's own"}},
     ("PUT", "/admin/tenants/{tenant}"): {"max_inflight": 1},
+    ("POST", "/schedules"): {"agent": "demo", "every_s": 60, "input": {"prompt": "bob's own"}},
+    ("PATCH", "/schedules/{schedule_id}"): {"paused": True},
 }
+NO_SUCH = str(uuid.UUID(int=0))
+TENANT_OBJECTS = ("{run_id}", "{schedule_id}")  # another tenant's is 404
 JSON = {"Accept": "application/json"}
 
 
@@ -58,20 +62,23 @@ def endpoints(app: FastAPI) -> list[tuple[str, str]]:
     return sorted(found)
 
 
-def fill(path: str, run_id: str) -> str:
+def fill(path: str, run_id: str, schedule_id: str = NO_SUCH) -> str:
     """The path with its parameters filled in; an unknown parameter fails the test on purpose."""
-    known = {"run_id": run_id, "tenant": "alice"}
+    known = {"run_id": run_id, "tenant": "alice", "schedule_id": schedule_id, "delivery_id": NO_SUCH}
     for name in [part[1:-1] for part in path.split("/") if part.startswith("{")]:
         assert name in known, f"{path}: teach test_isolation how to fill {{{name}}}"
         path = path.replace(f"{{{name}}}", known[name])
     return path
 
 
-async def call(client: httpx.AsyncClient, method: str, path: str, run_id: str, headers: dict[str, str]) -> httpx.Response:
+async def call(
+    client: httpx.AsyncClient, method: str, path: str, run_id: str, headers: dict[str, str], schedule_id: str = NO_SUCH
+) -> httpx.Response:
     body = BODIES.get((method, path))
     return await client.request(
-        method, fill(path, run_id), headers=JSON | headers, json=body if method in ("POST", "PUT", "PATCH") else None
-    )
+        method, fill(path, run_id, schedule_id), headers=JSON | headers,
+        json=body if method in ("POST", "PUT", "PATCH") else None,
+    )  # fmt: skip
 
 
 def shown(response: httpx.Response) -> str:
@@ -86,6 +93,8 @@ async def test_every_route_keeps_tenants_apart(app: FastAPI, client: httpx.Async
     alice, bob = await new_key(engine, "alice"), await new_key(engine, "bob")
     created = await client.post("/runs", json={"agent": "demo", "input": {"prompt": MARK}}, headers=alice)
     run_id = created.json()["id"]
+    schedule = await client.post("/schedules", json={"agent": "demo", "every_s": 60, "input": {"prompt": MARK}}, headers=alice)
+    schedule_id = schedule.json()["id"]
     routes = endpoints(app)
     assert ("GET", "/runs/{run_id}") in routes and ("POST", "/admin/runs/{run_id}/requeue") in routes
 
@@ -97,24 +106,26 @@ async def test_every_route_keeps_tenants_apart(app: FastAPI, client: httpx.Async
             assert MARK not in response.text and run_id not in response.text, f"{where} shows A's run"
             continue
         for headers in ({}, {"Authorization": "Bearer rq_unknown"}, {"Authorization": "Basic YTpi"}):
-            response = await call(client, method, path, run_id, headers)
+            response = await call(client, method, path, run_id, headers, schedule_id)
             assert (response.status_code, response.json()["code"]) == (401, "unauthorized"), where
-        response = await call(client, method, path, run_id, bob)
+        response = await call(client, method, path, run_id, bob, schedule_id)
         if path.startswith("/admin"):
             assert (response.status_code, response.json()["code"]) == (403, "forbidden"), where
-        elif "{run_id}" in path:
+        elif any(name in path for name in TENANT_OBJECTS):
             assert (response.status_code, response.json()["code"]) == (404, "not_found"), where
         else:
             assert response.status_code < 400, f"{where}: {response.status_code} {response.text}"
         assert MARK not in shown(response) and "alice" not in shown(response), f"{where} shows A's data to B"
         if response.status_code < 400:
             assert run_id not in shown(response), f"{where} shows A's run id to B"
-        if method == "GET" and "{run_id}" in path and not path.startswith("/admin"):
-            mine = await call(client, method, path, run_id, alice)
+            assert schedule_id not in shown(response), f"{where} shows A's schedule id to B"
+        if method == "GET" and any(name in path for name in TENANT_OBJECTS) and not path.startswith("/admin"):
+            mine = await call(client, method, path, run_id, alice, schedule_id)
             assert mine.status_code == 200, f"{where}: the control with A's own key failed"
 
     after = await client.get(f"/runs/{run_id}", headers=alice)
     assert after.json()["status"] == "pending" and after.json()["cancel_requested_at"] is None
+    assert (await client.get(f"/schedules/{schedule_id}", headers=alice)).json()["paused"] is False
 
 
 def _tampered(token: str, rng: random.Random) -> str:

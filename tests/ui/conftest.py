@@ -45,6 +45,7 @@ SERVER_ENV = {
     "RUNQ_RETRY_MAX_S": "0.5",
     "RUNQ_STREAM_TOKEN_TTL_S": "2",
     "RUNQ_SECRET_KEY": SECRET,
+    "RUNQ_WEBHOOK_ALLOW_HOSTS": "127.0.0.1",
 }
 DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}

@@ -236,3 +236,30 @@ def test_screenshots_of_a_run_and_the_phone_layout(
     phone.open_run(run["id"])
     expect(phone.page.locator(".marker-completed")).to_be_visible()
     publish(phone.shot("run-phone"), "run-phone.png")
+
+
+def test_run_page_shows_webhook_deliveries_and_schedules_are_listed(
+    tab_factory: Any, keys: Keys, api_client: httpx.Client
+) -> None:
+    headers = keys.headers(keys.tenant_key)
+    # Port 9 (discard) has no listener here: the worker's attempt is refused and retried.
+    run = create_run(api_client, keys, webhook={"url": "http://127.0.0.1:9/hooks"})
+    assert api_client.post(f"/runs/{run['id']}/cancel", headers=headers).status_code == 202
+    schedule = api_client.post("/schedules", json={"agent": "demo", "cron": "0 9 * * *", "timezone": "Europe/Berlin"},
+                               headers=headers).json()  # fmt: skip
+    tab: Tab = tab_factory()
+    tab.sign_in(keys.tenant_key, "tenant")
+    page = tab.page
+    try:
+        tab.open_run(run["id"])
+        deliveries = page.locator("section.deliveries")
+        expect(deliveries).to_be_visible()
+        expect(deliveries).to_contain_text("run.cancelled")
+        expect(deliveries).to_contain_text("ConnectError")
+        page.get_by_role("link", name="Schedules").click()
+        row = page.locator(f'tr[data-id="{schedule["id"]}"]')
+        expect(row).to_contain_text("0 9 * * *")
+        expect(row).to_contain_text("Europe/Berlin")
+        tab.shot("schedules")
+    finally:
+        api_client.delete(f"/schedules/{schedule['id']}", headers=headers)

@@ -4,6 +4,7 @@ import { ApiError } from "../api.js";
 import { ago, h, json, notice, replace, shortId, statusBadge } from "../dom.js";
 import { EventLog } from "../events.js";
 import { RunStream } from "../stream.js";
+import { deliveriesPanel } from "./deliveries.js";
 import { autoRefresh } from "./refresh.js";
 
 const REFRESH_MS = 2000;
@@ -34,6 +35,7 @@ export function mountRun(view, { api, route }) {
   const streamState = h("span", { class: "stream-state", role: "status" });
   const streamNote = h("div");
   const log = new EventLog();
+  const deliveries = deliveriesPanel(api, id);
 
   const stream = new RunStream(api, id, {
     onEvent(event) {
@@ -125,6 +127,7 @@ export function mountRun(view, { api, route }) {
       return;
     }
     render();
+    deliveries.load();
     stream.resume();
     // A requeued run streams again from where the log stopped.
     if (!stream.running && !streamError && (!TERMINAL.has(run.status) || stream.lastSeq < run.last_event_seq)) {
@@ -140,6 +143,7 @@ export function mountRun(view, { api, route }) {
       h("div", { class: "page-head" }, h("div", { class: "title-line" }, title, badge), actions),
       message,
       h("div", { class: "card" }, facts, payloads),
+      deliveries.el,
       h("section", { class: "events", "aria-labelledby": "events-title" },
         h("div", { class: "section-head" }, h("h2", { id: "events-title" }, "Events"), streamState),
         streamNote,

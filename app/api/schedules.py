@@ -1,0 +1,178 @@
+"""Schedule routes (docs/schedules.md): recurring runs by cron expression or fixed interval.
+
+The workers' reaper pass turns each due slot into exactly one run; these routes only store,
+show, pause and delete schedules.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Query, Response, status
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from app.api.admin import TENANT_PATTERN
+from app.api.auth import Tenant, require_admin
+from app.api.deps import RuntimeDep
+from app.api.params import decode_cursor, encode_cursor, parse_id
+from app.api.problems import ApiProblem, problems
+from app.api.schemas import Budget, FiniteSeconds, Webhook, _check_json
+from app.api.webhooks import UrlGuardDep, checked_webhook
+from app.cron import ScheduleInvalid, Timing
+from app.domain import Schedule
+
+router = APIRouter(tags=["schedules"])
+admin_router = APIRouter(
+    prefix="/admin", tags=["admin"], dependencies=[Depends(require_admin)], responses=problems(401, 403, 503)
+)
+
+
+class CreateSchedule(BaseModel):
+    """``POST /schedules``: exactly one of ``cron`` (five fields, read in ``timezone``) and
+    ``every_s`` (at least 1), and the run each slot creates."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    cron: Annotated[str, Field(min_length=1, max_length=200, examples=["0 9 * * MON-FRI"])] | None = None
+    every_s: FiniteSeconds | None = Field(default=None, description="a fixed interval, at least 1 s")
+    timezone: Annotated[str, Field(min_length=1, max_length=100, examples=["Europe/Berlin"])] = "UTC"
+    agent: Annotated[str, Field(min_length=1, max_length=200, examples=["demo"])]
+    input: dict[str, Any] = Field(default_factory=dict)
+    budget: Budget | None = None
+    priority: Annotated[int, Field(ge=-1000, le=1000)] = 0
+    max_attempts: Annotated[int, Field(ge=1, le=100)] | None = Field(default=None, description="default RUNQ_MAX_ATTEMPTS")
+    thread_id: Annotated[str, Field(max_length=100)] | None = None
+    webhook: Webhook | None = None
+
+    @field_validator("input")
+    @classmethod
+    def _storable(cls, value: dict[str, Any]) -> dict[str, Any]:
+        _check_json(value)  # the run body's own check: a schedule stores only what its runs could
+        return value
+
+
+class PatchSchedule(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    paused: bool
+
+
+class ScheduleOut(BaseModel):
+    id: uuid.UUID
+    tenant_id: str
+    cron: str | None
+    every_s: float | None
+    timezone: str
+    next_run_at: datetime = Field(description="the next slot; a paused schedule's is where it stopped")
+    paused: bool
+    last_run_id: uuid.UUID | None
+    created_at: datetime
+    updated_at: datetime
+    agent: str
+    input: dict[str, Any]
+    budget: dict[str, Any]
+    priority: int
+    max_attempts: int
+    thread_id: uuid.UUID | None
+    webhook: dict[str, Any] | None
+
+    @classmethod
+    def of(cls, schedule: Schedule) -> ScheduleOut:
+        return cls(**{name: getattr(schedule, name) for name in cls.model_fields})
+
+
+class SchedulePage(BaseModel):
+    items: list[ScheduleOut]
+    next_cursor: str | None = Field(description="pass back as `?cursor=` for the next page")
+
+
+async def parse_schedule_id(
+    schedule_id: Annotated[str, Path(description="The schedule's id (a UUID)")],
+) -> uuid.UUID:
+    return parse_id(schedule_id, "schedule")
+
+
+ScheduleIdPath = Annotated[uuid.UUID, Depends(parse_schedule_id)]
+
+
+@router.post("/schedules", status_code=status.HTTP_201_CREATED, response_model=ScheduleOut,
+             responses=problems(400, 401, 413, 422, 503))  # fmt: skip
+async def create_schedule(body: CreateSchedule, principal: Tenant, runtime: RuntimeDep, guard: UrlGuardDep) -> ScheduleOut:
+    """A recurring run: one run per slot, created by the workers; after downtime only the latest
+    missed slot runs."""
+    settings = runtime.settings
+    try:
+        timing = Timing(cron=body.cron, every_s=body.every_s, timezone=body.timezone).check()
+    except ScheduleInvalid as exc:
+        raise ApiProblem(422, exc.code, exc.detail) from exc
+    if body.agent not in settings.agent_registry:
+        raise ApiProblem(422, "unknown_agent", f"no agent named {body.agent!r}", agents=sorted(settings.agent_registry))
+    if body.thread_id is not None:
+        raise ApiProblem(422, "threads_unsupported", "this runq has no threads, so a schedule cannot name one")
+    schedule = await runtime.queue.create_schedule(
+        tenant_id=principal.tenant_id,
+        timing=timing,
+        agent=body.agent,
+        input=body.input,
+        budget=body.budget.model_dump(exclude_none=True) if body.budget else {},
+        priority=body.priority,
+        max_attempts=body.max_attempts or settings.max_attempts,
+        webhook=await checked_webhook(body.webhook, guard),
+    )
+    return ScheduleOut.of(schedule)
+
+
+Limit = Annotated[int, Query(ge=1, le=200)]
+Cursor = Annotated[str | None, Query(max_length=512, description="`next_cursor` of the previous page")]
+
+
+async def _page(runtime: RuntimeDep, tenant_id: str | None, limit: int, cursor: str | None) -> SchedulePage:
+    found = await runtime.queue.list_schedules(
+        tenant_id=tenant_id, limit=limit + 1, before=decode_cursor(cursor) if cursor else None
+    )
+    page = found[:limit]
+    return SchedulePage(
+        items=[ScheduleOut.of(s) for s in page],
+        next_cursor=encode_cursor(page[-1].created_at, page[-1].id) if len(found) > limit else None,
+    )
+
+
+@router.get("/schedules", response_model=SchedulePage, responses=problems(400, 401, 422, 503))
+async def list_schedules(principal: Tenant, runtime: RuntimeDep, limit: Limit = 50, cursor: Cursor = None) -> SchedulePage:
+    """The tenant's schedules, newest first."""
+    return await _page(runtime, principal.tenant_id, limit, cursor)
+
+
+@admin_router.get("/schedules", response_model=SchedulePage, responses=problems(400, 422))
+async def list_all_schedules(
+    runtime: RuntimeDep,
+    tenant: Annotated[str | None, Query(min_length=1, max_length=200, pattern=TENANT_PATTERN)] = None,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> SchedulePage:
+    """Schedules of every tenant (or of one), newest first, for the operators' UI."""
+    return await _page(runtime, tenant, limit, cursor)
+
+
+@router.get("/schedules/{schedule_id}", response_model=ScheduleOut, responses=problems(401, 404, 422, 503))
+async def get_schedule(principal: Tenant, schedule_id: ScheduleIdPath, runtime: RuntimeDep) -> ScheduleOut:
+    return ScheduleOut.of(await runtime.queue.get_schedule(schedule_id, tenant_id=principal.tenant_id))
+
+
+@router.patch("/schedules/{schedule_id}", response_model=ScheduleOut, responses=problems(400, 401, 404, 413, 422, 503))
+async def patch_schedule(
+    principal: Tenant, schedule_id: ScheduleIdPath, body: PatchSchedule, runtime: RuntimeDep
+) -> ScheduleOut:
+    """Pause, or resume from the first slot after now (the slots a pause skipped never run)."""
+    schedule = await runtime.queue.set_schedule_paused(schedule_id, tenant_id=principal.tenant_id, paused=body.paused)
+    return ScheduleOut.of(schedule)
+
+
+@router.delete("/schedules/{schedule_id}", status_code=status.HTTP_204_NO_CONTENT, response_class=Response,
+               responses=problems(401, 404, 422, 503))  # fmt: skip
+async def delete_schedule(principal: Tenant, schedule_id: ScheduleIdPath, runtime: RuntimeDep) -> Response:
+    """Delete the schedule; the runs it created stay."""
+    await runtime.queue.delete_schedule(schedule_id, tenant_id=principal.tenant_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
