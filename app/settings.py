@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import secrets
 from functools import lru_cache
 from typing import Annotated, Literal
@@ -130,26 +129,17 @@ class Settings(BaseSettings):
             if not self.secret_key or len(self.secret_key) < 32:
                 raise ValueError("RUNQ_SECRET_KEY (32+ chars) is required when RUNQ_ENV=production")
         if self.secret_key is None:
-            # Development only. With the embedded database the key is kept next to its data, so
-            # webhook secrets sealed with it (app/signing.py) still open after a restart and in
-            # CLI commands; otherwise tokens die with the process, fine for one dev API.
-            self.secret_key = secrets.token_urlsafe(32) if self.database_url else _dev_secret_key(self)
+            # Development only. With the embedded database the key is kept next to its data
+            # (app.db.runtime.keep_secret_key), so webhook secrets sealed with it (app/signing.py)
+            # still open after a restart and in CLI commands; otherwise tokens die with the
+            # process, fine for one dev API.
+            self.secret_key = secrets.token_urlsafe(32)
+            self._secret_key_generated = True
         return self
 
     @property
     def agent_registry(self) -> dict[str, str]:
         return {**BUILTIN_AGENTS, **self.agents}
-
-
-def _dev_secret_key(settings: Settings) -> str:
-    """The data folder's kept key if there is one, else a new one that the process that
-    creates the embedded database keeps (:func:`app.db.runtime.keep_secret_key`)."""
-    from app.db.runtime import NoDatabase, data_dir  # the data folder's rules live there
-
-    with contextlib.suppress(NoDatabase, OSError):
-        return (data_dir(settings) / SECRET_KEY_FILE).read_text().strip()
-    settings._secret_key_generated = True
-    return secrets.token_urlsafe(32)
 
 
 @lru_cache

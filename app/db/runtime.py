@@ -137,12 +137,13 @@ def open_database(settings: Settings, *, create: bool = False, command: str) -> 
 
 
 def keep_secret_key(folder: Path, settings: Settings) -> None:
-    """Keep a made-up development key next to the data (mode 0600), or take the one kept
-    there: webhook secrets sealed with it must still open after a restart and in CLI commands."""
+    """Keep this process's made-up development key next to the data (mode 0600), or take the
+    one kept there: webhook secrets sealed with it must still open after a restart, in CLI
+    commands and in workers started beside ``runq dev``."""
     if not settings._secret_key_generated:
         return  # RUNQ_SECRET_KEY is set, or the key already came from the folder
     path = folder / SECRET_KEY_FILE
-    with contextlib.suppress(FileExistsError):
+    with contextlib.suppress(FileExistsError):  # kept before: take that one
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as file:
             file.write(settings.secret_key or "")
