@@ -66,7 +66,10 @@ async def test_abandoned_interactive_run_is_cancelled_after_grace(
 ) -> None:
     run = await create_run(http, alice, on_disconnect="cancel", disconnect_grace_s=30)
     async with http.stream("GET", f"/runs/{run['id']}/events", headers=alice) as response:
-        assert (await next_event(sse_frames(response))).event == "run.queued"
+        # Held in a name: an unreferenced frame generator is finalised (aclose) by the event
+        # loop at its next turn, which closes the stream and detaches the subscriber under us.
+        frames = sse_frames(response)
+        assert (await next_event(frames)).event == "run.queued"
         assert await subscribers(engine, run["id"]) == 1
     await wait_for(lambda: _detached(engine, run["id"]))
 
