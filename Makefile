@@ -7,10 +7,11 @@ PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 
 .PHONY: install run test test-integration chaos bench bench-smoke lint clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e clients/python
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -39,8 +40,9 @@ bench-smoke: install
 	$(BIN)/python -m bench --smoke
 
 lint: install
-	$(BIN)/ruff check app tests
+	$(BIN)/ruff check app tests clients
 	$(BIN)/mypy app
+	cd clients/python && ../../$(BIN)/mypy --strict
 
 clean:
 	rm -rf $(VENV) .runq *.egg-info

@@ -7,8 +7,8 @@ from typing import Any
 
 import httpx
 import pytest
-
 from runq_client import AsyncClient, Client, Event, RunqError, RunqTimeout
+
 from tests.api_support import ApiProcess
 from tests.clients.conftest import new_key
 from tests.clients.faultproxy import FaultProxy

@@ -17,6 +17,8 @@ SUBSTITUTIONS = [
     (r"The blocking\nclient, :mod:`runq_client._sync`, is generated from this file by ``scripts/unasync.py``\n",
      "This file is\ngenerated from :mod:`runq_client._async` by ``scripts/unasync.py``: edit that one\n"),
     (r"^import asyncio$", "import time"),
+    (r"  # noqa: ASYNC109 .*$", ""),
+    (r"for event in (.*):\n\s*yield event$", r"yield from \1"),
     (r"\basync def __aenter__\b", "def __enter__"),
     (r"\basync def __aexit__\b", "def __exit__"),
     (r"\baclose\b", "close"),

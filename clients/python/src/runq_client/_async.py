@@ -99,7 +99,7 @@ class Runs:
         dropped connections, ending after the terminal event."""
         return self._follow(run_id, after, Deadline(None))
 
-    async def wait(self, run_id: RunId, timeout: float | None = None) -> Run:
+    async def wait(self, run_id: RunId, timeout: float | None = None) -> Run:  # noqa: ASYNC109 (§13's signature)
         """The run once terminal; :class:`RunqTimeout` after ``timeout`` seconds."""
         deadline = Deadline(timeout)
         run = await self.get(run_id)

@@ -122,8 +122,7 @@ class Runs:
                         delay = follow.rejected(response.status_code, response.headers, response.read())
                     else:
                         for chunk in response.iter_bytes():
-                            for event in follow.feed(chunk):
-                                yield event
+                            yield from follow.feed(chunk)
                             if follow.done:
                                 return
                         follow.settle(self.get(run_id))

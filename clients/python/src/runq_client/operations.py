@@ -9,7 +9,16 @@ from typing import Any
 from urllib.parse import quote
 
 from runq_client.calls import Call
-from runq_client.models import EventPage, Message, Page, Run, StreamToken, Thread, event_page, page_of
+from runq_client.models import (
+    EventPage,
+    Message,
+    Page,
+    Run,
+    StreamToken,
+    Thread,
+    event_page,
+    page_of,
+)
 
 RunId = str | uuid.UUID
 MULTITASK_STRATEGIES = ("enqueue", "reject", "interrupt", "rollback")
