@@ -25,6 +25,7 @@ const RETRY_MIN_MS = 250;
 const RETRY_MAX_MS = 5_000;
 const REFRESH_AT = 0.8; // of a token's lifetime: a reconnect after that fetches a new one first
 const PAGE = 1000;
+const REQUEST_TIMEOUT_MS = 15_000; // fetch has none of its own: a request lost on the way hangs
 
 // An error answer of the API (an RFC 9457 problem), or status 0 when it could not be reached.
 export class RunqError extends Error {
@@ -39,7 +40,7 @@ export class RunqError extends Error {
 async function call(url, init) {
   let response;
   try {
-    response = await fetch(url, init);
+    response = await fetch(url, { ...init, signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
   } catch (error) {
     throw new RunqError(0, "network_error", `the API cannot be reached (${error.message})`);
   }
@@ -127,7 +128,7 @@ class Follower {
     this.#token = token;
     clearTimeout(this.#refreshTimer);
     this.#refreshAt = 0;
-    if (expiresAt) {
+    if (expiresAt && !this.#stopped) {
       const now = Date.now();
       this.#refreshAt = now + Math.max(0, expiresAt - now) * REFRESH_AT;
       // Fetched ahead, so a reconnect after the refresh point does not wait for a round trip.

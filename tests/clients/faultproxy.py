@@ -29,6 +29,7 @@ class FaultProxy:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._server: asyncio.Server | None = None
+        self._open: set[asyncio.StreamWriter] = set()
 
     @property
     def base_url(self) -> str:
@@ -54,8 +55,20 @@ class FaultProxy:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
 
+    def cut_all(self) -> None:
+        """Drop every connection open now (new ones are served as before)."""
+
+        async def cut() -> None:
+            for writer in list(self._open):
+                self._open.discard(writer)
+                writer.transport.abort()
+                self.cuts += 1
+
+        asyncio.run_coroutine_threadsafe(cut(), self._loop).result(10)
+
     async def _serve(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        self._open.add(client_writer)
         budget = self.budget()
         try:
             upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
@@ -64,9 +77,16 @@ class FaultProxy:
             return
         to_server = asyncio.ensure_future(self._pipe(client_reader, upstream_writer, None))
         to_client = asyncio.ensure_future(self._pipe(upstream_reader, client_writer, budget))
-        await asyncio.wait({to_server, to_client}, return_when=asyncio.FIRST_COMPLETED)
-        if to_client.done() and to_client.result():
+        try:
+            await asyncio.wait({to_server, to_client}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:  # the proxy is stopping
+            to_server.cancel()
+            to_client.cancel()
+            return
+        cut = to_client.done() and not to_client.cancelled() and to_client.result()
+        if cut and client_writer in self._open:
             self.cuts += 1
+        self._open.discard(client_writer)
         for task in (to_server, to_client):
             task.cancel()
         for writer in (client_writer, upstream_writer):
