@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.api import admin, health, runs, ui
+from app.api import admin, health, openapi, runs, ui
 from app.api.deps import Runtime
 from app.api.limits import BodySizeLimit
 from app.api.presence import Presence
@@ -112,6 +112,7 @@ def create_app(settings: Settings | None = None, *, sse_ping_s: float = 10.0) ->
     app.include_router(health.router)
     app.include_router(ui.router)
     _add_problem_handlers(app)
+    openapi.install(app, settings.agent_registry)
     return app
 
 
@@ -161,7 +162,10 @@ def _add_problem_handlers(app: FastAPI) -> None:
         status = exc.status_code
         code = HTTP_CODES.get(status, HTTPStatus(status).phrase.lower().replace(" ", "_"))
         detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(status).phrase
-        return problem_response(status, code, detail, instance=request.url.path, headers=exc.headers)
+        headers = dict(exc.headers or {})
+        if status == 405:
+            headers["Allow"] = openapi.allowed_methods(app, request.scope)
+        return problem_response(status, code, detail, instance=request.url.path, headers=headers)
 
     @on(*DATABASE_DOWN)
     async def database_problem(request: Request, exc: Exception) -> JSONResponse:
