@@ -52,7 +52,7 @@ def schemathesis(api: ApiProcess, key: str, paths: str, report: Path) -> subproc
         [
             sys.executable, "-m", "schemathesis.cli", "run", f"{api.base_url}/openapi.json",
             "--checks", "all", "--mode", "all", "--max-examples", MAX_EXAMPLES, "--seed", "1",
-            "--request-timeout", "5", "--include-path-regex", paths, "-H", f"Authorization: Bearer {key}",
+            "--request-timeout", "5", "--max-time", "45", "--workers", "2", "--include-path-regex", paths, "-H", f"Authorization: Bearer {key}",
             "--report", "ndjson", "--report-ndjson-path", str(report), "--no-color",
         ],
         capture_output=True, text=True, timeout=280,
