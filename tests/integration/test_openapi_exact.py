@@ -13,14 +13,18 @@ import base64
 import json
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy.engine import make_url
 
 from app.api.keys import create_key
+from app.db.migrate import upgrade
 from tests.api_support import ApiProcess
+from tests.conftest import _admin
 
 MAX_EXAMPLES = "8"
 BUSINESS_RULES = {
@@ -35,6 +39,21 @@ BUSINESS_RULES = {
     # Cancelling a run that has already finished is a conflict by design (DESIGN §2).
     ("positive_data_acceptance", "POST /runs/{run_id}/cancel", "run_finished"),
 }
+
+
+@pytest.fixture(scope="module")
+def database_url(server_url: str) -> Iterator[str]:
+    """A database of this module's own: the thousands of odd runs the fuzzer makes would
+    otherwise change the planner statistics the later tests of the session run under (the
+    order of runs within one claimed batch follows the plan; see the report of issue 20)."""
+    name = f"runq_exact_{uuid.uuid4().hex[:10]}"
+    _admin(server_url, f'CREATE DATABASE "{name}"')
+    url = make_url(server_url).set(database=name).render_as_string(hide_password=False)
+    upgrade(url)
+    try:
+        yield url
+    finally:
+        _admin(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture(scope="module")
