@@ -74,7 +74,7 @@ def schemathesis(api: ApiProcess, key: str, paths: str, report: Path) -> subproc
             "--request-timeout", "5", "--max-time", "45", "--workers", "2", "--include-path-regex", paths, "-H", f"Authorization: Bearer {key}",
             "--report", "ndjson", "--report-ndjson-path", str(report), "--no-color",
         ],
-        capture_output=True, text=True, timeout=280,
+        capture_output=True, text=True, timeout=280, cwd=report.parent,  # its cache goes there
     )  # fmt: skip
 
 
