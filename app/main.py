@@ -22,7 +22,7 @@ from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.agents.base import load_agents
-from app.api import admin, docs, health, runs, schedules, ui, webhooks
+from app.api import admin, docs, health, openapi, runs, schedules, ui, webhooks
 from app.api.deps import Runtime
 from app.api.limits import BodySizeLimit
 from app.api.presence import Presence
@@ -116,6 +116,7 @@ def create_app(settings: Settings | None = None, *, sse_ping_s: float = 10.0) ->
     app.include_router(ui.router)
     app.include_router(docs.router)
     _add_problem_handlers(app)
+    openapi.install(app, settings.agent_registry)
     return app
 
 
@@ -165,7 +166,10 @@ def _add_problem_handlers(app: FastAPI) -> None:
         status = exc.status_code
         code = HTTP_CODES.get(status, HTTPStatus(status).phrase.lower().replace(" ", "_"))
         detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(status).phrase
-        return problem_response(status, code, detail, instance=request.url.path, headers=exc.headers)
+        headers = dict(exc.headers or {})
+        if status == 405:
+            headers["Allow"] = openapi.allowed_methods(app, request.scope)
+        return problem_response(status, code, detail, instance=request.url.path, headers=headers)
 
     @on(DatabaseUnavailable, *CONNECTION_ERRORS)  # what escapes a statement outside the queue too
     async def database_problem(request: Request, exc: Exception) -> JSONResponse:

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.schemas import RunOut
+from app.api.schemas import Integral, RunOut
 from app.queue import QueueStats
 
 
@@ -72,7 +72,7 @@ class StatsOut(BaseModel):
 class TenantLimitIn(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    max_inflight: Annotated[int, Field(ge=0, le=1_000_000, description="0 = no cap for this tenant")]
+    max_inflight: Annotated[int, Field(ge=0, le=1_000_000, description="0 = no cap for this tenant"), Integral]
 
 
 class TenantOut(BaseModel):

@@ -23,7 +23,16 @@ def parse_id(value: str, what: str) -> uuid.UUID:
 
 
 async def parse_run_id(  # async: a plain ``def`` dependency would hop to a worker thread
-    run_id: Annotated[str, Path(description="The run's id (a UUID)", examples=["0b7c…"])],
+    # Typed as a string, so a malformed id gets our own problem code (``invalid_id``), and
+    # documented as a UUID, so clients and fuzzers know what is valid.
+    run_id: Annotated[
+        str,
+        Path(
+            description="The run's id (a UUID)",
+            examples=["0b7c9a52-5b0c-4a8e-9c4e-2f7d3e1a6b10"],
+            json_schema_extra={"format": "uuid"},
+        ),
+    ],
 ) -> uuid.UUID:
     return parse_id(run_id, "run")
 

@@ -89,7 +89,7 @@ class SchedulePage(BaseModel):
 
 
 async def parse_schedule_id(
-    schedule_id: Annotated[str, Path(description="The schedule's id (a UUID)")],
+    schedule_id: Annotated[str, Path(description="The schedule's id (a UUID)", json_schema_extra={"format": "uuid"})],
 ) -> uuid.UUID:
     return parse_id(schedule_id, "schedule")
 

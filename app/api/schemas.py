@@ -7,12 +7,26 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from app.domain import Event, Run, Status
 
 MAX_INPUT_DEPTH = 64
 FiniteSeconds = Annotated[float, Field(allow_inf_nan=False)]
+
+
+def _integral(value: Any) -> Any:
+    # JSON has one number type: 5.0 is the integer 5 to JSON Schema (and to every generated
+    # client that sends it so), while strict pydantic refuses any float for an int.
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+# After the field's bounds in ``Annotated[int, Field(...), Integral]`` (placed before them,
+# pydantic would write the bounds into the document as unknown "ge"/"le" keys): ``5`` and
+# ``5.0`` are accepted, ``5.5``, ``"5"`` and ``true`` are not.
+Integral = BeforeValidator(_integral)
 
 
 def _check_json(value: Any, depth: int = 0) -> None:
@@ -46,8 +60,8 @@ class Budget(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    max_turns: Annotated[int, Field(gt=0, le=1_000_000)] | None = None
-    max_tool_calls: Annotated[int, Field(gt=0, le=1_000_000)] | None = None
+    max_turns: Annotated[int, Field(gt=0, le=1_000_000), Integral] | None = None
+    max_tool_calls: Annotated[int, Field(gt=0, le=1_000_000), Integral] | None = None
     deadline_s: Annotated[FiniteSeconds, Field(gt=0, le=365 * 86400)] | None = None
 
 
@@ -74,8 +88,8 @@ class CreateRun(BaseModel):
     agent: Annotated[str, Field(min_length=1, max_length=200, examples=["demo"])]
     input: dict[str, Any] = Field(default_factory=dict, examples=[{"prompt": "hello", "steps": 3}])
     budget: Budget | None = None
-    priority: Annotated[int, Field(ge=-1000, le=1000)] = 0
-    max_attempts: Annotated[int, Field(ge=1, le=100)] | None = Field(
+    priority: Annotated[int, Field(ge=-1000, le=1000), Integral] = 0
+    max_attempts: Annotated[int, Field(ge=1, le=100), Integral] | None = Field(
         default=None, description="default RUNQ_MAX_ATTEMPTS"
     )
     delay_s: Annotated[FiniteSeconds, Field(ge=0, le=365 * 86400)] = 0.0

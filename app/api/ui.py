@@ -1,4 +1,5 @@
-"""The operator web UI: static files shipped in ``app/ui``, served at ``/ui``.
+"""The operator web UI: static files shipped in ``app/ui``, served at ``/ui``; and the browser
+client module the UI is built on, ``app/ui/client.js``, served at ``/client.js`` for any page.
 
 The page is plain HTML, CSS and JavaScript modules that talk to this same API with the key the
 operator signs in with; nothing here touches the database. A strict Content-Security-Policy keeps
@@ -35,12 +36,19 @@ HEADERS = {
 router = APIRouter(include_in_schema=False)
 
 
-def _file(relative: str) -> FileResponse:
+def _file(relative: str, headers: dict[str, str] = HEADERS) -> FileResponse:
     path = (UI_DIR / relative).resolve()
     media_type = MEDIA_TYPES.get(path.suffix)
     if media_type is None or not path.is_relative_to(UI_DIR) or not path.is_file():
         raise HTTPException(404, "no such file")
-    return FileResponse(path, media_type=media_type, headers=HEADERS)
+    return FileResponse(path, media_type=media_type, headers=headers)
+
+
+@router.get("/client.js")
+async def client_module() -> FileResponse:
+    """Public code, no key: a page of another origin imports it as a module, which browsers
+    fetch in CORS mode."""
+    return _file("client.js", HEADERS | {"Access-Control-Allow-Origin": "*"})
 
 
 @router.get("/ui")

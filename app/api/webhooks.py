@@ -157,7 +157,9 @@ async def list_deliveries(
 
 
 async def parse_delivery_id(
-    delivery_id: Annotated[str, Path(description="The delivery's id, its `webhook-id` (a UUID)")],
+    delivery_id: Annotated[
+        str, Path(description="The delivery's id, its `webhook-id` (a UUID)", json_schema_extra={"format": "uuid"})
+    ],
 ) -> uuid.UUID:
     return parse_id(delivery_id, "delivery")
 

@@ -3,7 +3,7 @@
 import { ApiError } from "../api.js";
 import { ago, h, json, notice, replace, shortId, statusBadge } from "../dom.js";
 import { EventLog } from "../events.js";
-import { RunStream } from "../stream.js";
+import { followRun } from "../client.js";
 import { deliveriesPanel } from "./deliveries.js";
 import { autoRefresh } from "./refresh.js";
 
@@ -36,21 +36,28 @@ export function mountRun(view, { api, route }) {
   const streamNote = h("div");
   const log = new EventLog();
   const deliveries = deliveriesPanel(api, id);
+  let stream = null; // the follower of the run's events (client.js), while one is running
+  let lastSeq = 0;
 
-  const stream = new RunStream(api, id, {
-    onEvent(event) {
-      log.add(event);
-      if (event.type.startsWith("run.")) refresh.now();
-    },
-    onState(state, detail) {
-      streamState.dataset.state = state;
-      streamState.textContent = STREAM_STATES[state];
-      if (state === "error") {
-        streamError = detail;
-        replace(streamNote, notice(`Event stream unavailable: ${detail}`, "info"));
-      }
-    },
-  });
+  function follow() {
+    stream = followRun(id, {
+      after: lastSeq, // a requeued run streams again from where the log stopped
+      getToken: () => api.streamToken(id),
+      onEvent(event) {
+        lastSeq = event.seq;
+        log.add(event);
+        if (event.type.startsWith("run.")) refresh.now();
+      },
+      onState(state, detail) {
+        streamState.dataset.state = state;
+        streamState.textContent = STREAM_STATES[state];
+        if (state === "error") {
+          streamError = detail;
+          replace(streamNote, notice(`Event stream unavailable: ${detail}`, "info"));
+        }
+      },
+    });
+  }
 
   async function act(label, action) {
     replace(message);
@@ -128,10 +135,9 @@ export function mountRun(view, { api, route }) {
     }
     render();
     deliveries.load();
-    stream.resume();
-    // A requeued run streams again from where the log stopped.
-    if (!stream.running && !streamError && (!TERMINAL.has(run.status) || stream.lastSeq < run.last_event_seq)) {
-      stream.start();
+    stream?.retryNow(); // the API answers again: skip the rest of the back-off
+    if (!stream?.running && !streamError && (!TERMINAL.has(run.status) || lastSeq < run.last_event_seq)) {
+      follow();
     }
   }
 
@@ -154,6 +160,6 @@ export function mountRun(view, { api, route }) {
   const refresh = autoRefresh(load, REFRESH_MS);
   return () => {
     refresh.stop();
-    stream.stop();
+    stream?.stop();
   };
 }

@@ -1,0 +1,118 @@
+"""The Python client against a real runq: API process, worker, PostgreSQL."""
+
+from __future__ import annotations
+
+import subprocess
+from typing import Any
+
+import httpx
+import pytest
+from runq_client import AsyncClient, Client, Event, RunqError, RunqTimeout
+
+from tests.api_support import ApiProcess
+from tests.clients.conftest import new_key
+from tests.clients.faultproxy import FaultProxy
+
+DEMO = {"prompt": "one two three", "steps": 2, "step_s": 0.05}
+
+
+def stored_events(api: ApiProcess, key: str, run_id: str) -> list[tuple[int, str, dict[str, Any]]]:
+    """The run's log as the JSON page has it (plain httpx: the reference the client is held to)."""
+    response = httpx.get(
+        f"{api.base_url}/runs/{run_id}/events",
+        params={"limit": 1000},
+        headers={"Authorization": f"Bearer {key}", "Accept": "application/json"},
+    )
+    return [(e["seq"], e["type"], e["data"]) for e in response.json()["items"]]
+
+
+def as_tuples(events: list[Event]) -> list[tuple[int, str, dict[str, Any]]]:
+    return [(e.seq, e.type, e.data) for e in events]
+
+
+def test_create_get_list_stream_and_wait(api: ApiProcess, worker: subprocess.Popen[bytes], api_key: str) -> None:
+    with Client(api.base_url, api_key) as client:
+        run = client.runs.create("demo", DEMO, priority=3)
+        assert (run.status, run.agent, run.priority, run.input) == ("pending", "demo", 3, DEMO)
+        events = list(client.runs.stream(run.id))
+        done = client.runs.wait(run.id, timeout=30)
+        assert done.status == "done" and done.output == {"text": "one two three", "steps": 2}
+        assert as_tuples(events) == stored_events(api, api_key, run.id)
+        assert events[0].type == "run.queued" and events[-1].is_terminal
+        assert [e.seq for e in events] == list(range(1, done.last_event_seq + 1))
+        # A stream opened after the end, or after some seq, replays the rest and stops.
+        assert [e.seq for e in client.runs.stream(run.id, after=4)] == list(range(5, done.last_event_seq + 1))
+        assert list(client.runs.stream(run.id, after=done.last_event_seq)) == []
+        page = client.runs.events(run.id, after=1, limit=2)
+        assert [e.seq for e in page.items] == [2, 3] and page.items[0].attempt == 1
+        assert client.runs.get(run.id) == done
+        listed = client.runs.list(status="done", limit=200)
+        assert run.id in {r.id for r in listed.items}
+
+
+def test_cancel_and_errors(api: ApiProcess, database_url: str, api_key: str) -> None:
+    with Client(api.base_url, api_key) as client:
+        run = client.runs.create("demo", DEMO, delay_s=3600)
+        cancelled = client.runs.cancel(run.id, note="not needed")
+        assert (cancelled.status, cancelled.cancel_reason) == ("cancelled", "user")
+        assert client.runs.wait(run.id, timeout=5).status == "cancelled"
+        assert [e.type for e in client.runs.stream(run.id)] == ["run.queued", "run.cancel_requested", "run.cancelled"]
+        with pytest.raises(RunqError) as finished:
+            client.runs.cancel(run.id)
+        assert (finished.value.status, finished.value.code) == (409, "run_finished")
+        with pytest.raises(RunqError) as unknown:
+            client.runs.create("no-such-agent", {})
+        assert (unknown.value.status, unknown.value.code) == (422, "unknown_agent")
+        assert unknown.value.problem["agents"]
+        with pytest.raises(RunqError) as invalid:
+            client.runs.get("not-a-uuid")
+        assert (invalid.value.status, invalid.value.code) == (422, "invalid_id")
+    with Client(api.base_url, new_key(database_url)) as other:  # another tenant's run is 404
+        for call in (lambda: other.runs.get(run.id), lambda: list(other.runs.stream(run.id))):
+            with pytest.raises(RunqError) as missing:
+                call()
+            assert (missing.value.status, missing.value.code) == (404, "not_found")
+    with Client(api.base_url, "rq_wrong") as anonymous, pytest.raises(RunqError) as unauthorized:
+        anonymous.runs.list()
+    assert (unauthorized.value.status, unauthorized.value.code) == (401, "unauthorized")
+
+
+def test_wait_times_out_on_a_run_that_does_not_end(api: ApiProcess, api_key: str) -> None:
+    with Client(api.base_url, api_key) as client:
+        run = client.runs.create("demo", DEMO, delay_s=3600)
+        with pytest.raises(RunqTimeout):
+            client.runs.wait(run.id, timeout=0.5)
+        client.runs.cancel(run.id)
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+async def test_create_through_a_proxy_that_drops_the_first_answer_makes_one_run(
+    api: ApiProcess, database_url: str, flavour: str
+) -> None:
+    """The first connection reaches the server, which creates the run; its answer is dropped.
+    The retry carries the same Idempotency-Key and gets that run back (200), not a second one."""
+    key = new_key(database_url)
+    budgets = iter([0])
+    with FaultProxy(api.port, lambda: next(budgets, None)) as proxy:
+        if flavour == "sync":
+            with Client(proxy.base_url, key) as client:
+                run = client.runs.create("demo", DEMO, delay_s=3600)
+        else:
+            async with AsyncClient(proxy.base_url, key) as aclient:
+                run = await aclient.runs.create("demo", DEMO, delay_s=3600)
+        assert (proxy.cuts, proxy.connections) == (1, 2)
+    with Client(api.base_url, key) as direct:
+        assert [r.id for r in direct.runs.list().items] == [run.id]
+        direct.runs.cancel(run.id)
+
+
+async def test_async_client_streams_and_waits(api: ApiProcess, worker: subprocess.Popen[bytes], api_key: str) -> None:
+    async with AsyncClient(api.base_url, api_key) as client:
+        run = await client.runs.create("demo", DEMO)
+        events = [event async for event in client.runs.stream(run.id)]
+        done = await client.runs.wait(run.id, timeout=30)
+        assert as_tuples(events) == stored_events(api, api_key, run.id)
+        assert done.status == "done" and events[-1].type == "run.completed"
+        with pytest.raises(RunqError) as missing:
+            await client.runs.get("00000000-0000-0000-0000-000000000000")
+        assert missing.value.code == "not_found"
