@@ -13,7 +13,6 @@ from app.queue.statements import statement
 from app.queue.store import Store
 
 APPEND_EVENTS_IF_LEASED = statement("append_events_if_leased")
-SAVE_CHECKPOINT_IF_LEASED = statement("save_checkpoint_if_leased")
 READ_EVENTS = statement("read_events")
 READ_EVENT_PAGES = statement("read_event_pages")
 GET_EFFECT = statement("get_effect")
@@ -27,14 +26,16 @@ DETACH_SUBSCRIBERS = statement("detach_subscribers")
 class Events(Store):
     async def append_events(self, *, run_id: uuid.UUID, lease_id: uuid.UUID, events: NewEvents) -> Run:
         """Append events for a leased run; :class:`LeaseLost` if the claim is no longer ours."""
-        return await self._write_if_leased(APPEND_EVENTS_IF_LEASED, run_id=run_id, lease_id=lease_id, **events_params(events))
+        return await self._write_if_leased(
+            APPEND_EVENTS_IF_LEASED, run_id=run_id, lease_id=lease_id, state=None, **events_params(events)
+        )
 
     async def save_checkpoint(
         self, *, run_id: uuid.UUID, lease_id: uuid.UUID, state: Any, events: NewEvents = ()
     ) -> Run:
         """Store the resume state together with the events produced so far, atomically."""
         return await self._write_if_leased(
-            SAVE_CHECKPOINT_IF_LEASED, run_id=run_id, lease_id=lease_id, state=dumps(state), **events_params(events)
+            APPEND_EVENTS_IF_LEASED, run_id=run_id, lease_id=lease_id, state=dumps(state), **events_params(events)
         )
 
     async def read_events(self, run_id: uuid.UUID, *, after: int = 0, limit: int = 1000) -> list[Event]:

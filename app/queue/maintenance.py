@@ -5,6 +5,7 @@ from __future__ import annotations
 from app.domain import Run
 from app.queue.claims import BOUND_IDLE_TRANSACTION
 from app.queue.codec import events_params
+from app.queue.runs import REQUEST_CANCEL
 from app.queue.statements import statement
 from app.queue.store import Store
 
@@ -12,8 +13,7 @@ from app.queue.store import Store
 REAPER_LOCK = statement("reaper_lock")
 REAP_EXPIRED = statement("reap_expired")
 FORGET_STALE_SUBSCRIBERS = statement("forget_stale_subscribers")
-CANCEL_ABANDONED_PENDING = statement("cancel_abandoned_pending")
-REQUEST_CANCEL_ABANDONED = statement("request_cancel_abandoned")
+PICK_ABANDONED = statement("pick_abandoned")
 PURGE_FINISHED = statement("purge_finished")
 COUNT_PURGEABLE = statement("count_purgeable")
 
@@ -31,9 +31,9 @@ class Maintenance(Store):
 
     async def cancel_abandoned(self, *, batch: int = 500) -> list[Run]:
         """Interactive runs nobody has watched for their grace window: cancel, reason ``abandoned``."""
-        params = {
-            "batch": batch,
-            "presence_ttl_s": self.presence_ttl_s,
+        cancel = {
+            "tenant_id": None,
+            "reason": "abandoned",
             **events_params([("run.cancel_requested", {"reason": "abandoned"})]),
         }
         async with self._tx() as conn:
@@ -41,8 +41,11 @@ class Maintenance(Store):
             if not (await conn.execute(REAPER_LOCK)).scalar():
                 return []
             await conn.execute(FORGET_STALE_SUBSCRIBERS, {"presence_ttl_s": self.presence_ttl_s})
-            rows = [*(await conn.execute(CANCEL_ABANDONED_PENDING, params)).all()]
-            rows += (await conn.execute(REQUEST_CANCEL_ABANDONED, params)).all()
+            picked = {"batch": batch, "presence_ttl_s": self.presence_ttl_s}
+            run_ids = [r.id for r in await conn.execute(PICK_ABANDONED, picked)]
+            if not run_ids:
+                return []
+            rows = (await conn.execute(REQUEST_CANCEL, {"run_ids": run_ids, **cancel})).all()
         return [Run.from_row(r) for r in rows]
 
     async def purge_finished(self, *, older_than_s: float, batch: int = 500) -> int:

@@ -24,8 +24,7 @@ ENQUEUE_MANY = statement("enqueue_many")
 GET_BY_IDEMPOTENCY_KEY = statement("get_by_idempotency_key")
 GET_RUN = statement("get_run")
 LIST_RUNS = statement("list_runs")
-CANCEL_PENDING = statement("cancel_pending")
-REQUEST_CANCEL_LEASED = statement("request_cancel_leased")
+REQUEST_CANCEL = statement("request_cancel")
 # Statistics that already count a bulk enqueue's runs when it commits. Without them the planner
 # takes the claim's pending set for a row or two and reads and sorts the whole backlog on every
 # claim (6 ms instead of 0.7 ms with 20,000 runs pending) until autovacuum's next ANALYZE; run
@@ -168,15 +167,14 @@ class Runs(Store):
         """
         data: dict[str, Any] = {"reason": reason} | ({"note": note} if note else {})
         params = {
-            "run_id": run_id,
+            "run_ids": [run_id],
             "tenant_id": tenant_id,
             "reason": reason,
             **events_params([("run.cancel_requested", data)]),
         }
-        for _ in range(3):  # a run can move between pending and leased under us; look again
+        for _ in range(3):  # an admin requeue can make a finished run pending under us; look again
             async with self._tx() as conn:
-                row = (await conn.execute(CANCEL_PENDING, params)).first()
-                row = row or (await conn.execute(REQUEST_CANCEL_LEASED, params)).first()
+                row = (await conn.execute(REQUEST_CANCEL, params)).first()
                 if row is not None:
                     return Run.from_row(row)
                 row = (await conn.execute(GET_RUN, {"run_id": run_id, "tenant_id": tenant_id})).first()

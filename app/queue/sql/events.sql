@@ -1,7 +1,8 @@
 -- A run's event log, its checkpoint and effect ledger, and who is following it.
 
 -- name: append_events_if_leased
--- Events for a run this worker leases (fenced by its lease_id); followers woken if any.
+-- Events for a run this worker leases (fenced by its lease_id), and with a non-null :state
+-- its checkpoint, stored with them atomically; followers woken if there is something to read.
 WITH t AS (
     UPDATE agent_runs
        SET last_event_seq = last_event_seq + cardinality(CAST(:types AS text[])), updated_at = now()
@@ -15,36 +16,17 @@ WITH t AS (
       FROM t, unnest(CAST(:types AS text[]), CAST(:datas AS jsonb[]))
               WITH ORDINALITY AS e(type, data, ord)
     RETURNING run_id
-)
-SELECT t.*,
-       -- a hundred streams reading nothing is not free: wake them only for something to read
-       (SELECT pg_notify('${events_channel}', t.id::text || ':' || t.last_event_seq)
-         WHERE cardinality(CAST(:types AS text[])) > 0)
-  FROM t;
-
--- name: save_checkpoint_if_leased
--- append_events plus the run's resume state, in one statement (fenced by the lease).
-WITH t AS (
-    UPDATE agent_runs
-       SET last_event_seq = last_event_seq + cardinality(CAST(:types AS text[])), updated_at = now()
-     WHERE id = :run_id AND lease_id = :lease_id AND status = 'leased'
-    RETURNING *
-), ev AS (
-    INSERT INTO run_events (run_id, seq, type, data, attempt)
-    SELECT t.id, t.last_event_seq - cardinality(CAST(:types AS text[])) + e.ord,
-           e.type, e.data, t.attempts
-      FROM t, unnest(CAST(:types AS text[]), CAST(:datas AS jsonb[]))
-              WITH ORDINALITY AS e(type, data, ord)
-    RETURNING run_id
 ), ck AS (
     INSERT INTO run_checkpoints (run_id, state, attempt, event_seq)
     SELECT t.id, CAST(:state AS jsonb), t.attempts, t.last_event_seq FROM t
+     WHERE CAST(:state AS jsonb) IS NOT NULL
     ON CONFLICT (run_id) DO UPDATE
        SET state = excluded.state, attempt = excluded.attempt, event_seq = excluded.event_seq,
            created_at = now()
     RETURNING run_id
 )
 SELECT t.*,
+       -- a hundred streams reading nothing is not free: wake them only for something to read
        (SELECT pg_notify('${events_channel}', t.id::text || ':' || t.last_event_seq)
          WHERE cardinality(CAST(:types AS text[])) > 0)
   FROM t;

@@ -66,74 +66,19 @@ UPDATE agent_runs r SET detached_at = greatest(r.detached_at, s.last_seen)
   FROM (SELECT run_id, max(seen_at) AS last_seen FROM stale GROUP BY run_id) s
  WHERE r.id = s.run_id;
 
--- name: cancel_abandoned_pending
--- Pending interactive runs nobody has watched for their grace window: cancelled (abandoned).
-WITH abandoned AS (
-    SELECT r.id AS abandoned_id FROM agent_runs r
-     WHERE r.on_disconnect = 'cancel' AND r.status = 'pending' AND r.cancel_requested_at IS NULL
-       AND NOT EXISTS (SELECT 1 FROM run_subscribers s
-                        WHERE s.run_id = r.id
-                          AND s.seen_at > now() - make_interval(secs => :presence_ttl_s))
-       -- the grace window counts from creation or from the last subscriber leaving
-       AND greatest(r.created_at, r.detached_at,
-                    (SELECT max(s.seen_at) FROM run_subscribers s WHERE s.run_id = r.id))
-           + make_interval(secs => r.disconnect_grace_s) < now()
-     LIMIT :batch
-       FOR UPDATE SKIP LOCKED
-), t AS (
-    UPDATE agent_runs
-       SET status = 'cancelled', cancel_requested_at = now(), cancel_reason = 'abandoned',
-           finished_at = now(),
-           last_event_seq = last_event_seq + cardinality(CAST(:types AS text[])) + 1,
-           updated_at = now()
-      FROM abandoned
-     WHERE id = abandoned.abandoned_id
-    RETURNING agent_runs.*
-), ev AS (
-    INSERT INTO run_events (run_id, seq, type, data, attempt)
-    SELECT t.id, t.last_event_seq - 1 - cardinality(CAST(:types AS text[])) + e.ord,
-           e.type, e.data, t.attempts
-      FROM t, unnest(CAST(:types AS text[]), CAST(:datas AS jsonb[]))
-              WITH ORDINALITY AS e(type, data, ord)
-    UNION ALL
-    SELECT t.id, t.last_event_seq, 'run.cancelled', jsonb_build_object('reason', t.cancel_reason), t.attempts
-      FROM t
-    RETURNING run_id
-)
-SELECT t.*, pg_notify('${events_channel}', t.id::text || ':' || t.last_event_seq) FROM t;
-
--- name: request_cancel_abandoned
--- Leased interactive runs nobody has watched for their grace window: cancel requested (abandoned).
-WITH abandoned AS (
-    SELECT r.id AS abandoned_id FROM agent_runs r
-     WHERE r.on_disconnect = 'cancel' AND r.status = 'leased' AND r.cancel_requested_at IS NULL
-       AND NOT EXISTS (SELECT 1 FROM run_subscribers s
-                        WHERE s.run_id = r.id
-                          AND s.seen_at > now() - make_interval(secs => :presence_ttl_s))
-       AND greatest(r.created_at, r.detached_at,
-                    (SELECT max(s.seen_at) FROM run_subscribers s WHERE s.run_id = r.id))
-           + make_interval(secs => r.disconnect_grace_s) < now()
-     LIMIT :batch
-       FOR UPDATE SKIP LOCKED
-), t AS (
-    UPDATE agent_runs
-       SET cancel_requested_at = now(), cancel_reason = 'abandoned',
-           last_event_seq = last_event_seq + cardinality(CAST(:types AS text[])),
-           updated_at = now()
-      FROM abandoned
-     WHERE id = abandoned.abandoned_id
-    RETURNING agent_runs.*
-), ev AS (
-    INSERT INTO run_events (run_id, seq, type, data, attempt)
-    SELECT t.id, t.last_event_seq - cardinality(CAST(:types AS text[])) + e.ord,
-           e.type, e.data, t.attempts
-      FROM t, unnest(CAST(:types AS text[]), CAST(:datas AS jsonb[]))
-              WITH ORDINALITY AS e(type, data, ord)
-    RETURNING run_id
-)
-SELECT t.*, pg_notify('${events_channel}', t.id::text || ':' || t.last_event_seq),
-       pg_notify('${cancel_channel}', t.id::text)
-  FROM t;
+-- name: pick_abandoned
+-- Interactive runs nobody has watched for their grace window, locked for request_cancel.
+SELECT r.id FROM agent_runs r
+ WHERE r.on_disconnect = 'cancel' AND r.status IN ('pending', 'leased') AND r.cancel_requested_at IS NULL
+   AND NOT EXISTS (SELECT 1 FROM run_subscribers s
+                    WHERE s.run_id = r.id
+                      AND s.seen_at > now() - make_interval(secs => :presence_ttl_s))
+   -- the grace window counts from creation or from the last subscriber leaving
+   AND greatest(r.created_at, r.detached_at,
+                (SELECT max(s.seen_at) FROM run_subscribers s WHERE s.run_id = r.id))
+       + make_interval(secs => r.disconnect_grace_s) < now()
+ LIMIT :batch
+   FOR UPDATE SKIP LOCKED;
 
 -- name: purge_finished
 -- Retention: one batch of finished runs older than the age (their events go by cascade).

@@ -69,49 +69,36 @@ SELECT * FROM agent_runs
  ORDER BY created_at DESC, id DESC
  LIMIT :limit;
 
--- name: cancel_pending
--- Stop for a pending run: cancelled at once, with its run.cancel_requested and run.cancelled.
+-- name: request_cancel
+-- Stop runs: a pending one is cancelled at once (run.cancel_requested, run.cancelled); a leased
+-- one only asks (run.cancel_requested), and the worker holding it, woken on the cancel
+-- channel, finishes it. A repeat while a cancel is under way, or a finished run, changes nothing.
 WITH t AS (
+    -- on the right of SET, status is the old one
     UPDATE agent_runs
-       SET status = 'cancelled', cancel_requested_at = now(), cancel_reason = :reason,
-           finished_at = now(),
-           last_event_seq = last_event_seq + cardinality(CAST(:types AS text[])) + 1,
+       SET status = CASE status WHEN 'pending' THEN 'cancelled' ELSE status END,
+           finished_at = CASE status WHEN 'pending' THEN now() ELSE finished_at END,
+           cancel_requested_at = now(), cancel_reason = :reason,
+           last_event_seq = last_event_seq + cardinality(CAST(:types AS text[]))
+                            + CASE status WHEN 'pending' THEN 1 ELSE 0 END,
            updated_at = now()
-     WHERE id = :run_id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
-       AND status = 'pending'
+     WHERE id = ANY(CAST(:run_ids AS uuid[]))
+       AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+       AND (status = 'pending' OR (status = 'leased' AND cancel_requested_at IS NULL))
     RETURNING *
 ), ev AS (
     INSERT INTO run_events (run_id, seq, type, data, attempt)
-    SELECT t.id, t.last_event_seq - 1 - cardinality(CAST(:types AS text[])) + e.ord,
+    SELECT t.id, t.last_event_seq - CASE t.status WHEN 'cancelled' THEN 1 ELSE 0 END
+                 - cardinality(CAST(:types AS text[])) + e.ord,
            e.type, e.data, t.attempts
       FROM t, unnest(CAST(:types AS text[]), CAST(:datas AS jsonb[]))
               WITH ORDINALITY AS e(type, data, ord)
     UNION ALL
-    SELECT t.id, t.last_event_seq, 'run.cancelled',
-           jsonb_build_object('reason', t.cancel_reason), t.attempts
+    SELECT t.id, t.last_event_seq, 'run.cancelled', jsonb_build_object('reason', t.cancel_reason), t.attempts
       FROM t
-    RETURNING run_id
-)
-SELECT t.*, pg_notify('${events_channel}', t.id::text || ':' || t.last_event_seq) FROM t;
-
--- name: request_cancel_leased
--- Stop for a leased run only asks: the worker holding it finishes it (woken on the cancel channel).
-WITH t AS (
-    UPDATE agent_runs
-       SET cancel_requested_at = now(), cancel_reason = :reason,
-           last_event_seq = last_event_seq + cardinality(CAST(:types AS text[])),
-           updated_at = now()
-     WHERE id = :run_id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
-       AND status = 'leased' AND cancel_requested_at IS NULL
-    RETURNING *
-), ev AS (
-    INSERT INTO run_events (run_id, seq, type, data, attempt)
-    SELECT t.id, t.last_event_seq - cardinality(CAST(:types AS text[])) + e.ord,
-           e.type, e.data, t.attempts
-      FROM t, unnest(CAST(:types AS text[]), CAST(:datas AS jsonb[]))
-              WITH ORDINALITY AS e(type, data, ord)
+     WHERE t.status = 'cancelled'
     RETURNING run_id
 )
 SELECT t.*, pg_notify('${events_channel}', t.id::text || ':' || t.last_event_seq),
-       pg_notify('${cancel_channel}', t.id::text)
+       CASE WHEN t.status = 'leased' THEN pg_notify('${cancel_channel}', t.id::text) END
   FROM t;
