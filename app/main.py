@@ -31,6 +31,7 @@ from app.api.stream import event_hub
 from app.db.engine import asyncpg_dsn, engine_for
 from app.db.errors import CONNECTION_ERRORS, database_down
 from app.domain import (
+    DatabaseUnavailable,
     IdempotencyConflict,
     NotRequeueable,
     RunFinished,

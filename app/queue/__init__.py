@@ -25,7 +25,7 @@ from app.queue.channels import EVENTS as EVENTS_CHANNEL
 from app.queue.channels import RUNS as RUNS_CHANNEL
 from app.queue.claims import CLAIM_BATCH, CLAIM_BATCH_CAPPED, Claims
 from app.queue.codec import NewEvents, request_hash
-from app.queue.events import Events
+from app.queue.events import Appended, Events
 from app.queue.finish import FINISH_IF_LEASED, Ended, Endings
 from app.queue.maintenance import Maintenance
 from app.queue.ops import QUEUE_DEPTH, Ops, QueueDepth, QueueStats
@@ -42,6 +42,7 @@ __all__ = [
     "FINISH_IF_LEASED",
     "QUEUE_DEPTH",
     "RUNS_CHANNEL",
+    "Appended",
     "Ended",
     "NewEvents",
     "Queue",
