@@ -26,10 +26,10 @@ from app.queue import Appended, Ended, NewEvents, Queue
 
 MAX_BATCH = 64
 EVENTS_INTERVAL_S = 0.05
-EVENTS_MAX_INTERVAL_S = 0.25
-# The tick is at least this many times the last statement's duration (event loop lag included):
-# one worker's event statements take at most a quarter of the time, however loaded.
-LOAD_FACTOR = 4.0
+EVENTS_FAILED_INTERVAL_S = 0.25
+# Two event statements out at once: a run's tokens wait for the next tick, not for the
+# statement of the other runs still waiting for its commit (WAL flush) to come back.
+EVENTS_IN_FLIGHT = 2
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,9 @@ class Batcher(Generic[ItemT, ResultT]):
 
     A caller hands over ``take``, called when the statement is built, not when the caller
     arrives: whatever its run buffered until then rides along. A caller cancelled before
-    that is left out, and its ``take`` is never called.
+    that is left out, and its ``take`` is never called. A statement starts at most every
+    ``interval_s``, with up to ``max_in_flight`` of them out at once; when that many are out,
+    the next waits for one to come back.
     """
 
     def __init__(
@@ -59,16 +61,19 @@ class Batcher(Generic[ItemT, ResultT]):
         *,
         name: str,
         interval_s: float = 0.0,
-        max_interval_s: float = 0.0,
+        failed_interval_s: float = 0.0,
+        max_in_flight: int = 1,
         max_batch: int | None = MAX_BATCH,
     ) -> None:
         self._write_many = write_many
         self._name = name
         self._interval_s = interval_s
-        self._max_interval_s = max(max_interval_s, interval_s)
+        self._failed_interval_s = max(failed_interval_s, interval_s)
+        self._max_in_flight = max_in_flight
         self._max_batch = max_batch
         self._pending: list[tuple[Callable[[], ItemT], asyncio.Future[ResultT]]] = []
         self._writer: asyncio.Task[None] | None = None
+        self._in_flight: set[asyncio.Task[None]] = set()
         self._next_at = float("-inf")
 
     async def write(self, take: Callable[[], ItemT]) -> ResultT:
@@ -83,6 +88,8 @@ class Batcher(Generic[ItemT, ResultT]):
         while True:
             # at least one turn of the loop: items added in this same turn join the batch
             await asyncio.sleep(max(self._next_at - loop.time(), 0.0))
+            while len(self._in_flight) >= self._max_in_flight:
+                await asyncio.wait(self._in_flight, return_when=asyncio.FIRST_COMPLETED)
             if not self._pending:
                 return
             cut = len(self._pending) if self._max_batch is None else self._max_batch
@@ -97,27 +104,32 @@ class Batcher(Generic[ItemT, ResultT]):
                     future.set_exception(exc)
             if not items:
                 continue
-            started = loop.time()
-            try:
-                written = await self._write_many([item for item, _ in items])
-            except Exception as exc:  # each waiter handles it as it would from its own statement
-                self._next_at = started + self._max_interval_s  # give a struggling database air
-                for _, future in items:
-                    if not future.done():
-                        future.set_exception(exc)
+            self._next_at = loop.time() + self._interval_s
+            if self._max_in_flight == 1:
+                await self._send(items)
+            else:
+                task = asyncio.create_task(self._send(items), name=self._name)
+                self._in_flight.add(task)
+                task.add_done_callback(self._in_flight.discard)
+
+    async def _send(self, items: list[tuple[ItemT, asyncio.Future[ResultT]]]) -> None:
+        try:
+            written = await self._write_many([item for item, _ in items])
+        except Exception as exc:  # each waiter handles it as it would from its own statement
+            # give a struggling database air before the next statement
+            self._next_at = asyncio.get_running_loop().time() + self._failed_interval_s
+            for _, future in items:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        for item, future in items:
+            if future.done():  # its run's task was cancelled meanwhile
                 continue
-            took = loop.time() - started
-            self._next_at = started + min(
-                self._max_interval_s, max(self._interval_s, LOAD_FACTOR * took)
-            )
-            for item, future in items:
-                if future.done():  # its run's task was cancelled meanwhile
-                    continue
-                result = written.get(item.run_id)
-                if result is None:
-                    future.set_exception(LeaseLost(str(item.run_id)))
-                else:
-                    future.set_result(result)
+            result = written.get(item.run_id)
+            if result is None:
+                future.set_exception(LeaseLost(str(item.run_id)))
+            else:
+                future.set_result(result)
 
 
 class Writer:
@@ -128,7 +140,6 @@ class Writer:
         queue: Queue,
         *,
         events_interval_s: float = EVENTS_INTERVAL_S,
-        events_max_interval_s: float = EVENTS_MAX_INTERVAL_S,
     ) -> None:
         self._queue = queue
         self._endings: Batcher[Ended, Finished] = Batcher(queue.finish_many, name="runq-endings")
@@ -138,7 +149,8 @@ class Writer:
             self._append_many,
             name="runq-events",
             interval_s=events_interval_s,
-            max_interval_s=events_max_interval_s,
+            failed_interval_s=EVENTS_FAILED_INTERVAL_S,
+            max_in_flight=EVENTS_IN_FLIGHT,
             max_batch=None,
         )
 

@@ -20,6 +20,7 @@ class Recorder:
         self.failures = 0
         self.gate = asyncio.Event()
         self.gate.set()
+        self.wrote = asyncio.Event()
 
     async def __call__(self, take: Take) -> None:
         await self.gate.wait()
@@ -28,6 +29,7 @@ class Recorder:
             self.failures -= 1
             raise DatabaseUnavailable("down")
         self.batches.append(events)
+        self.wrote.set()
 
 
 def buffer(recorder: Recorder, errors: list[BaseException] | None = None) -> EventBuffer:
@@ -42,7 +44,8 @@ def buffer(recorder: Recorder, errors: list[BaseException] | None = None) -> Eve
 async def written(recorder: Recorder, batches: int) -> list[list[PendingEvent]]:
     async with asyncio.timeout(10):
         while len(recorder.batches) < batches:
-            await asyncio.sleep(0)
+            recorder.wrote.clear()
+            await recorder.wrote.wait()
     return recorder.batches
 
 
