@@ -8,9 +8,12 @@ from the statement's result lost its lease (that run alone: the others commit).
 Endings (:meth:`Queue.finish_many`) go out at once, after one turn of the event loop, so a
 lone ending is not delayed and endings that arrive while one statement is out share the next.
 Event appends and checkpoints (:meth:`Queue.append_events_many`) go out on a tick: every
-``interval_s`` one statement takes what all the runs buffered by then. Under load the tick
-stretches (up to ``max_interval_s``) instead of queueing statements: a run's deltas are then
-coalesced for longer, so commits per second stay with worker processes, not runs or tokens.
+``EVENTS_INTERVAL_S`` one statement takes what all the runs buffered by then, whatever their
+number, so commits per second grow with worker processes, not with runs or tokens. A run has
+one write out at a time (its :class:`~app.worker.events.EventBuffer` sees to it): while its
+statement is out, its new deltas are coalesced and ride the next one. When the database is
+slow and two statements are already out, the tick waits for one of them: the interval
+stretches instead of statements queueing, and every run's next write carries more.
 """
 
 from __future__ import annotations
@@ -135,12 +138,7 @@ class Batcher(Generic[ItemT, ResultT]):
 class Writer:
     """Where an attempt's writes go: one object per worker, shared by all its runs."""
 
-    def __init__(
-        self,
-        queue: Queue,
-        *,
-        events_interval_s: float = EVENTS_INTERVAL_S,
-    ) -> None:
+    def __init__(self, queue: Queue) -> None:
         self._queue = queue
         self._endings: Batcher[Ended, Finished] = Batcher(queue.finish_many, name="runq-endings")
         # One item per run at a time (a run's writes are serialised by its event buffer), so a
@@ -148,7 +146,7 @@ class Writer:
         self._appends: Batcher[Appended, int] = Batcher(
             self._append_many,
             name="runq-events",
-            interval_s=events_interval_s,
+            interval_s=EVENTS_INTERVAL_S,
             failed_interval_s=EVENTS_FAILED_INTERVAL_S,
             max_in_flight=EVENTS_IN_FLIGHT,
             max_batch=None,
