@@ -65,12 +65,6 @@ class Events(Store):
             raise LeaseLost(str(run_id))
         return written[run_id]
 
-    async def save_checkpoint(
-        self, *, run_id: uuid.UUID, lease_id: uuid.UUID, state: Any, events: NewEvents = ()
-    ) -> int:
-        """Store the resume state together with the events produced so far, atomically."""
-        return await self.append_events(run_id=run_id, lease_id=lease_id, events=events, state=state)
-
     async def read_events(self, run_id: uuid.UUID, *, after: int = 0, limit: int = 1000) -> list[Event]:
         """Events with ``seq > after`` in order; seqs commit in order, so none can appear later below."""
         async with self._statement() as conn:
