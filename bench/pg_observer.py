@@ -17,7 +17,9 @@ exits; an idle one may hold them back for seconds):
 - fsync'd commits: the transactions of the database that wrote WAL and committed, i.e. the
   commits that waited for a WAL flush (``synchronous_commit = on``), counted exactly from the WAL
   itself with ``pg_walinspect``: a COMMIT record whose transaction touched a block of the
-  database; ``None`` where the extension is not available;
+  database; ``None`` where the extension is not available. Given a session on the database
+  (``start(wal_conn=...)``), the WAL is read every ``WAL_EVERY`` samples while the window runs,
+  so a long window on a busy shared server is counted before its segments are recycled;
 - WAL fsync calls: ``pg_stat_wal.wal_sync`` (``pg_stat_io`` from PostgreSQL 18; server-wide:
   one flush may cover several commits, group commit; other databases and the WAL writer count).
 """
@@ -52,6 +54,16 @@ WRITING_COMMITS = (
     " HAVING bool_or(resource_manager = 'Transaction' AND record_type = 'COMMIT')"
     " AND bool_or(block_ref LIKE $3)) AS writers"
 )
+# The same per transaction, for one stretch of WAL read while the window runs: every transaction
+# that wrote a block of database $3, and those that committed among $4 (writers seen earlier).
+WAL_STRETCH = (
+    "SELECT xid::text AS xid, bool_or(resource_manager = 'Transaction' AND record_type = 'COMMIT') AS committed,"
+    " bool_or(block_ref LIKE $3) AS wrote"
+    " FROM pg_get_wal_records_info($1::text::pg_lsn, $2::text::pg_lsn) WHERE xid::text <> '0' GROUP BY xid::text"
+    " HAVING bool_or(block_ref LIKE $3) OR (bool_or(resource_manager = 'Transaction' AND record_type = 'COMMIT')"
+    " AND xid::text = ANY($4::text[]))"
+)
+WAL_EVERY = 10
 
 
 class PgObserver:
@@ -73,9 +85,16 @@ class PgObserver:
         self.peak_connections = 0
         self.peak_by_application: dict[str, int] = {}
         self.peak_server_connections = 0
+        self._wal_conn: asyncpg.Connection | None = None
+        self._wal_pattern = ""
+        self._wal_lsn = ""
+        self._wal_writers: set[str] = set()  # wrote a block of the database, no COMMIT seen yet
+        self._wal_committed = 0
+        self._wal_error: str | None = None
 
-    async def start(self) -> None:
-        """Counters and CPU at the start of the window, then sample until :meth:`stop_sampling`."""
+    async def start(self, *, wal_conn: asyncpg.Connection | None = None) -> None:
+        """Counters and CPU at the start of the window, then sample until :meth:`stop_sampling`;
+        ``wal_conn``, a session on the database, reads its WAL while the window runs."""
         # The window's WAL is read back afterwards: a checkpoint now makes the next one (which
         # recycles the segments before it) unlikely to fall inside the window.
         with contextlib.suppress(asyncpg.InsufficientPrivilegeError):
@@ -83,15 +102,46 @@ class PgObserver:
         version = int(await self._conn.fetchval("SHOW server_version_num"))
         self._counters_sql = COUNTERS.format(wal_syncs=WAL_SYNCS[version >= 180000])
         self._counters = await self._conn.fetchrow(self._counters_sql, self._database)
+        self._wal_lsn = self._counters["lsn"]
+        if wal_conn is not None:
+            try:
+                await wal_conn.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+                oid = await wal_conn.fetchval("SELECT oid FROM pg_database WHERE datname = current_database()")
+                self._wal_conn, self._wal_pattern = wal_conn, f"%/{oid}/%"
+            except asyncpg.PostgresError as exc:
+                self._wal_error = f"{type(exc).__name__}: {exc}"
         mine = await self._sample()
         self._cpu_start = {pid: cpu for pid, cpu in self._cpu_last.items() if pid in mine}
         self._cpu_start |= {pid: self._cpu_last[pid] for pid in self._shared if pid in self._cpu_last}
         self._task = asyncio.create_task(self._sample_forever())
 
     async def _sample_forever(self) -> None:
+        samples = 0
         while True:
             await asyncio.sleep(self._every_s)
             await self._sample()
+            samples += 1
+            if samples % WAL_EVERY == 0:
+                await self._read_wal(await self._conn.fetchval("SELECT pg_current_wal_flush_lsn()::text"))
+
+    async def _read_wal(self, until: str, conn: asyncpg.Connection | None = None) -> None:
+        conn = conn or self._wal_conn
+        if conn is None or self._wal_error is not None:
+            return
+        try:
+            rows = await conn.fetch(
+                WAL_STRETCH, self._wal_lsn, until, self._wal_pattern, list(self._wal_writers), timeout=60
+            )
+        except (asyncpg.PostgresError, TimeoutError) as exc:  # WAL recycled after all
+            self._wal_error = f"{type(exc).__name__}: {exc}"
+            return
+        self._wal_lsn = until
+        for row in rows:
+            if row["committed"] and (row["wrote"] or row["xid"] in self._wal_writers):
+                self._wal_committed += 1
+                self._wal_writers.discard(row["xid"])
+            elif row["wrote"]:
+                self._wal_writers.add(row["xid"])
 
     async def _sample(self) -> set[int]:
         rows = await self._conn.fetch(ACTIVITY)
@@ -133,6 +183,13 @@ class PgObserver:
             "wal_syncs": after["wal_syncs"] - before["wal_syncs"],
             "fsynced_commits": None,
         }
+        if self._wal_conn is not None:
+            await self._read_wal(after["lsn"], database_conn)  # the window's session has closed
+            if self._wal_error is None:
+                out["fsynced_commits"] = self._wal_committed - self._harness_commits
+            else:
+                out["fsynced_commits_error"] = self._wal_error
+            return out
         oid = await database_conn.fetchval("SELECT oid FROM pg_database WHERE datname = current_database()")
         try:
             await database_conn.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")

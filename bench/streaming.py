@@ -149,7 +149,11 @@ async def measure(server: BenchServer, *, runs: int, per_s: float, seconds: floa
         database = make_url(url).database or ""
         observer = PgObserver(observer_conn, database, harness_commits=runs)  # release_held: one each
         env = worker_env(url, RUNQ_OPENAI_BASE_URL=model_url)
-        async with running_api(url) as api, children([worker_argv(slots)] * workers, env=env) as procs:
+        async with (
+            connect(url) as wal_conn,
+            running_api(url) as api,
+            children([worker_argv(slots)] * workers, env=env) as procs,
+        ):
             await wait_for_workers(url, workers, sessions=WORKER_READY, watch=procs)
             ids = await _enqueue_held(url, runs)
             followed = [Followed(run_id) for run_id in ids]
@@ -160,7 +164,7 @@ async def measure(server: BenchServer, *, runs: int, per_s: float, seconds: floa
                 return len(replayed) == runs or all(task.done() for task in streams)
 
             await wait_for(all_replayed, timeout_s=120, what="every stream's replay", watch=[*procs, api.child])
-            await observer.start()
+            await observer.start(wal_conn=wal_conn)
             statements0 = await server.statement_stats(database)
             cpu0 = _cpu(api, procs, model)
             t0, busy0 = time.time(), machine_busy_s()

@@ -119,10 +119,9 @@ class RunDriver:
         return {"run_id": self.claim.run.id, "lease_id": self.claim.lease_id}
 
     async def deltas(self, *texts: str) -> int:
-        run = await self.queue.append_events(
+        return await self.queue.append_events(
             **self._ref(), events=[("message.delta", {"text": t}) for t in texts]
         )
-        return run.last_event_seq
 
     async def fail(self) -> int:
         """A fatal failure: ``dead`` with ``run.failed``."""

@@ -27,7 +27,7 @@ from app.queue.channels import RUNS as RUNS_CHANNEL
 from app.queue.channels import WEBHOOKS as WEBHOOKS_CHANNEL
 from app.queue.claims import CLAIM_BATCH, CLAIM_BATCH_CAPPED, Claims
 from app.queue.codec import NewEvents, request_hash
-from app.queue.events import Events
+from app.queue.events import Appended, Events
 from app.queue.finish import FINISH_IF_LEASED, Ended, Endings
 from app.queue.maintenance import Maintenance
 from app.queue.ops import QUEUE_DEPTH, Ops, QueueDepth, QueueStats
@@ -47,6 +47,7 @@ __all__ = [
     "QUEUE_DEPTH",
     "RUNS_CHANNEL",
     "WEBHOOKS_CHANNEL",
+    "Appended",
     "DeliveryJob",
     "Ended",
     "NewEvents",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -14,7 +15,9 @@ NewEvents = Sequence[tuple[str, Mapping[str, Any]]]
 
 # PostgreSQL's jsonb and text refuse NUL and unpaired surrogates, and a model or a tool can hand
 # an agent either (half of a pair split across two streamed chunks): stored as U+FFFD instead,
-# as the shell tool does for NUL, rather than failing every attempt of the run.
+# as the shell tool does for NUL, rather than failing every attempt of the run (and, since a
+# worker writes the events of all its runs in one statement, the other runs' events with it).
+# NaN and the infinities, which jsonb refuses too, are stored as null.
 _UNSTORABLE_IN_JSON = re.compile("\x00|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]")
 _UNSTORABLE_IN_TEXT = re.compile("[\x00\ud800-\udfff]")  # the driver encodes no surrogate at all
 
@@ -22,6 +25,8 @@ _UNSTORABLE_IN_TEXT = re.compile("[\x00\ud800-\udfff]")  # the driver encodes no
 def _storable(value: Any) -> Any:
     if isinstance(value, str):
         return _UNSTORABLE_IN_JSON.sub("\ufffd", value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
     if isinstance(value, dict):
         return {_storable(k): _storable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -34,7 +39,10 @@ def storable_text(value: str) -> str:
 
 
 def dumps(value: Any) -> str:
-    text = json.dumps(value, separators=(",", ":"), default=str)
+    try:
+        text = json.dumps(value, separators=(",", ":"), default=str, allow_nan=False)
+    except ValueError:  # NaN or an infinity, which JSON lacks: jsonb would refuse the statement
+        return json.dumps(_storable(value), separators=(",", ":"), default=str, allow_nan=False)
     # Both come out as escapes (ensure_ascii): walk the value only when one may be there.
     if "\\u0000" in text or "\\ud" in text:
         text = json.dumps(_storable(value), separators=(",", ":"), default=str)
@@ -47,7 +55,7 @@ def loads(value: Any) -> Any:
 
 def events_params(events: NewEvents) -> dict[str, list[str]]:
     """``:types`` and ``:datas``, the two arrays a statement unnests into a run's new events."""
-    return {"types": [t for t, _ in events], "datas": [dumps(d) for _, d in events]}
+    return {"types": [storable_text(t) for t, _ in events], "datas": [dumps(d) for _, d in events]}
 
 
 def request_hash(body: Mapping[str, Any]) -> str:

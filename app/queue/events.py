@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from app.domain import Event, EventSlice, LeaseLost, Run, Status
+from app.domain import Event, EventSlice, LeaseLost, Status
 from app.queue.codec import NewEvents, dumps, event_from_row, events_params, loads
 from app.queue.statements import statement
 from app.queue.store import Store
@@ -23,20 +24,46 @@ TOUCH_SUBSCRIBERS = statement("touch_subscribers")
 DETACH_SUBSCRIBERS = statement("detach_subscribers")
 
 
-class Events(Store):
-    async def append_events(self, *, run_id: uuid.UUID, lease_id: uuid.UUID, events: NewEvents) -> Run:
-        """Append events for a leased run; :class:`LeaseLost` if the claim is no longer ours."""
-        return await self._write_if_leased(
-            APPEND_EVENTS_IF_LEASED, run_id=run_id, lease_id=lease_id, state=None, **events_params(events)
-        )
+@dataclass(frozen=True, slots=True)
+class Appended:
+    """One run's new events (and, with a ``state``, its checkpoint), fenced by its claim."""
 
-    async def save_checkpoint(
-        self, *, run_id: uuid.UUID, lease_id: uuid.UUID, state: Any, events: NewEvents = ()
-    ) -> Run:
-        """Store the resume state together with the events produced so far, atomically."""
-        return await self._write_if_leased(
-            APPEND_EVENTS_IF_LEASED, run_id=run_id, lease_id=lease_id, state=dumps(state), **events_params(events)
-        )
+    run_id: uuid.UUID
+    lease_id: uuid.UUID
+    events: NewEvents = ()
+    state: Any = None  # None: no checkpoint with these events
+
+
+class Events(Store):
+    async def append_events_many(self, appended: Sequence[Appended]) -> dict[uuid.UUID, int]:
+        """Append many runs' events in one statement, each fenced by its own lease.
+
+        Returns each written run's ``last_event_seq``; a run missing from the result lost its
+        lease and nothing was written for it.
+        """
+        if not appended:
+            return {}
+        ordered = sorted(appended, key=lambda a: a.run_id)
+        params = {
+            "run_ids": [a.run_id for a in ordered],
+            "lease_ids": [a.lease_id for a in ordered],
+            "states": [None if a.state is None else dumps(a.state) for a in ordered],
+            "event_run_ids": [a.run_id for a in ordered for _ in a.events],
+            **events_params([event for a in ordered for event in a.events]),
+        }
+        async with self._statement() as conn:
+            rows = (await conn.execute(APPEND_EVENTS_IF_LEASED, params)).all()
+        return {row.id: row.last_event_seq for row in rows}
+
+    async def append_events(
+        self, *, run_id: uuid.UUID, lease_id: uuid.UUID, events: NewEvents, state: Any = None
+    ) -> int:
+        """:meth:`append_events_many` for one run (with a ``state``, also its checkpoint); its
+        last seq, or :class:`LeaseLost` if the claim is no longer ours."""
+        written = await self.append_events_many([Appended(run_id, lease_id, events, state)])
+        if run_id not in written:
+            raise LeaseLost(str(run_id))
+        return written[run_id]
 
     async def read_events(self, run_id: uuid.UUID, *, after: int = 0, limit: int = 1000) -> list[Event]:
         """Events with ``seq > after`` in order; seqs commit in order, so none can appear later below."""

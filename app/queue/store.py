@@ -1,17 +1,13 @@
-"""What every part of the queue shares: its settings, its connections, its fenced write."""
+"""What every part of the queue shares: its settings and its connections."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
-from sqlalchemy import TextClause
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.db.errors import translated
-from app.domain import LeaseLost, Run
 
 
 class Store:
@@ -59,12 +55,3 @@ class Store:
     def _idle_bound(self) -> dict[str, str]:
         """``:ms`` for bound_idle_transaction: one lease of idleness."""
         return {"ms": str(max(int(self.lease_s * 1000), 1))}
-
-    async def _write_if_leased(self, statement: TextClause, *, run_id: uuid.UUID, lease_id: uuid.UUID, **params: Any) -> Run:
-        """Run a statement guarded by ``status='leased'`` and the claim's ``lease_id``; no row
-        back means the lease is lost, and :class:`LeaseLost` says so."""
-        async with self._statement() as conn:
-            row = (await conn.execute(statement, {"run_id": run_id, "lease_id": lease_id, **params})).first()
-        if row is None:
-            raise LeaseLost(str(run_id))
-        return Run.from_row(row)

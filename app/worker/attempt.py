@@ -19,13 +19,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from app.agents.base import Agent, BudgetExceeded
-from app.domain import Claim, Finish, Finished, LeaseLost
+from app.domain import Claim, DatabaseUnavailable, Finish, Finished, LeaseLost
 from app.metrics import EVENTS_APPENDED
-from app.queue import Ended, Queue
+from app.queue import Queue
 from app.redact import Redactor
 from app.tools.shell import ProcessGroups, ShellResult, run_shell
 from app.worker.decide import AgentEnded, StopReason
-from app.worker.events import EventBuffer, PendingEvent
+from app.worker.events import EventBuffer, PendingEvent, Take
 from app.worker.writer import Writer
 
 T = TypeVar("T")
@@ -137,9 +137,11 @@ class Attempt:
         (nothing cancels it any more); :class:`LeaseLost` if the claim is no longer ours."""
         finish = self._clean(finish)
         return await self.events.flush_final(
-            lambda events: self._write(
-                lambda redacted: self._writer.finish(Ended(self.run_id, self.lease_id, finish, redacted)),
-                events,
+            lambda take: self._write(
+                lambda redacted: self._writer.finish(
+                    run_id=self.run_id, lease_id=self.lease_id, finish=finish, take=redacted
+                ),
+                take,
             )
         )
 
@@ -173,42 +175,52 @@ class Attempt:
     async def emit(self, type: str, data: Mapping[str, Any]) -> None:
         if type.startswith("run."):
             raise ValueError(f"{type!r}: run.* events are written by the runtime")
-        await self.events.add(type, data)
+        self.events.add(type, data)
 
     async def checkpoint(self, state: Any) -> None:
+        """Store ``state`` with the events before it; waits out a database outage (the events
+        stay buffered meanwhile), so a checkpoint never fails the attempt."""
         stored = {"state": state, **self.usage}
-        await self.events.flush_with(
-            lambda events: self._write(
-                lambda redacted: self._writer.checkpoint(
-                    run_id=self.run_id, lease_id=self.lease_id, state=stored, events=redacted
-                ),
-                events,
-            )
-        )
+        while True:
+            try:
+                await self.events.flush_with(lambda take: self._append(take, state=stored))
+                return
+            except DatabaseUnavailable as exc:  # the writer's next tick retries, later under load
+                log.debug("checkpoint not stored yet: %s", exc)
 
-    async def _append(self, events: list[PendingEvent]) -> None:
-        if not events:  # a concurrent flush took them
-            return
+    async def _append(self, take: Take, *, state: Any = None) -> None:
         await self._write(
-            lambda redacted: self._writer.append(run_id=self.run_id, lease_id=self.lease_id, events=redacted),
-            events,
+            lambda redacted: self._writer.append(
+                run_id=self.run_id, lease_id=self.lease_id, take=redacted, state=state
+            ),
+            take,
         )
 
-    async def _write(self, write: Callable[[list[PendingEvent]], Awaitable[T]], events: list[PendingEvent]) -> T:
-        """Every write of this attempt: its events redacted; a lost lease stops the attempt."""
-        redacted = [(type, self._redactor.data(data)) for type, data in events]
+    async def _write(self, write: Callable[[Take], Awaitable[T]], take: Take) -> T:
+        """Every write of this attempt: its events redacted when the statement takes them; a
+        lost lease stops the attempt."""
+        count = 0
+
+        def redacted() -> list[PendingEvent]:
+            nonlocal count
+            events = [(type, self._redactor.data(data)) for type, data in take()]
+            count = len(events)
+            return events
+
         try:
             result = await write(redacted)
         except LeaseLost:
             self.stop("lease_lost")
             raise
-        EVENTS_APPENDED.inc(len(redacted))
+        EVENTS_APPENDED.inc(count)
         return result
 
     def _background_error(self, exc: BaseException) -> None:
         if isinstance(exc, LeaseLost):
             return  # _write has already stopped the run
-        log.warning("buffered events not written yet: %s", exc)
+        if isinstance(exc, DatabaseUnavailable):
+            return  # kept for the next statement; the writer logs each failed one
+        log.error("buffered events not written", exc_info=exc)
 
     # -- effects, tools, budget -------------------------------------------------------------
 

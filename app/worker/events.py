@@ -1,64 +1,55 @@
-"""An attempt's outgoing events: token deltas coalesced, everything else written at once.
+"""An attempt's outgoing events, buffered until the worker's next event statement.
 
 A model streams dozens of deltas a second; one row per token would make the event log and
 the NOTIFY traffic scale with tokens. Consecutive ``message.delta`` events are merged into
-one and written at most every ``interval_s``; any other event first flushes the deltas
-before it, so the order a reader sees is the order the agent emitted.
+one, and everything the run buffered goes out with the worker's next event statement (see
+:mod:`app.worker.writer`), which takes it only when that statement is built. The agent never
+waits for a write: a database that is down or busy delays its events, it never stops the
+model stream; the events stay buffered, in order, and go with the next statement.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from app.domain import DatabaseUnavailable
 
 DELTA = "message.delta"
-DELTA_INTERVAL_S = 0.05
 
 PendingEvent = tuple[str, dict[str, Any]]
-Write = Callable[[list[PendingEvent]], Awaitable[Any]]
-
-log = logging.getLogger(__name__)
+Take = Callable[[], list[PendingEvent]]
+# A write is handed ``take`` and calls it when its statement is built; the buffer's events
+# up to then are the ones written.
+Write = Callable[[Take], Awaitable[Any]]
 
 
 class EventBuffer:
-    """Buffers events and hands them to a writer, one batch (one statement) at a time.
+    """Buffers one attempt's events and hands them to a writer, one write at a time.
 
     Writes are shielded: cancelling the agent's task mid-write lets the statement finish,
-    and the lock keeps the next batch (the terminal statement included) behind it, so the
+    and the lock keeps the next write (the terminal statement included) behind it, so the
     log never has a hole or a reordering.
     """
 
     def __init__(
-        self,
-        write: Write,
-        *,
-        interval_s: float = DELTA_INTERVAL_S,
-        on_background_error: Callable[[BaseException], None],
+        self, write: Write, *, on_background_error: Callable[[BaseException], None]
     ) -> None:
         self._write = write
-        self._interval_s = interval_s
         self._on_background_error = on_background_error
         self._events: list[PendingEvent] = []
         self._lock = asyncio.Lock()
-        self._timer: asyncio.Task[None] | None = None
-        self._last_write = float("-inf")
+        self._flusher: asyncio.Task[None] | None = None
 
-    async def add(self, type: str, data: Mapping[str, Any]) -> None:
-        if type != DELTA:
+    def add(self, type: str, data: Mapping[str, Any]) -> None:
+        """Buffer an event; it is written by the worker's next event statement."""
+        if type == DELTA:
+            self._coalesce(dict(data))
+        else:
             self._events.append((type, dict(data)))
-            await self.flush()
-            return
-        self._coalesce(dict(data))
-        wait = self._last_write + self._interval_s - time.monotonic()
-        if wait <= 0:
-            await self.flush()
-        elif self._timer is None:
-            self._timer = asyncio.create_task(self._flush_later(wait))
+        if self._flusher is None:
+            self._flusher = asyncio.create_task(self._flush_in_background())
 
     def _coalesce(self, data: dict[str, Any]) -> None:
         if self._events and self._events[-1][0] == DELTA:
@@ -70,12 +61,23 @@ class EventBuffer:
                 return
         self._events.append((DELTA, data))
 
-    async def flush(self) -> None:
-        if self._events:
-            await self.flush_with(self._write)
+    async def _flush_in_background(self) -> None:
+        try:
+            while self._events:
+                try:
+                    await self._write_locked(self._write)
+                except DatabaseUnavailable as exc:  # kept, in order: the next statement retries
+                    self._on_background_error(exc)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # nobody awaits this task; the run must still learn of it
+            self._on_background_error(exc)
+        finally:
+            if self._flusher is asyncio.current_task():
+                self._flusher = None
 
     async def flush_with(self, write: Write) -> Any:
-        """Hand everything buffered to ``write`` (also when empty: a terminal statement must run)."""
+        """Hand everything buffered to ``write`` (also when empty: a checkpoint must be stored)."""
         task = asyncio.ensure_future(self._write_locked(write))
         task.add_done_callback(_consume_outcome)
         return await asyncio.shield(task)
@@ -87,32 +89,24 @@ class EventBuffer:
 
     async def _write_locked(self, write: Write) -> Any:
         async with self._lock:
-            if self._timer is not None and self._timer is not asyncio.current_task():
-                self._timer.cancel()
-            self._timer = None
-            events, self._events = self._events, []
-            try:
-                result = await write(events)
-            except DatabaseUnavailable:
-                self._events[:0] = events  # written by the next flush, or by the final statement
-                raise
-            self._last_write = time.monotonic()
-            return result
+            taken: list[PendingEvent] = []
 
-    async def _flush_later(self, delay: float) -> None:
-        await asyncio.sleep(delay)
-        try:
-            await self.flush()
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:  # nobody awaits this task; the run must still learn of it
-            self._on_background_error(exc)
+            def take() -> list[PendingEvent]:
+                nonlocal taken
+                taken, self._events = self._events, []
+                return taken
+
+            try:
+                return await write(take)
+            except DatabaseUnavailable:
+                self._events[:0] = taken  # written by the next statement, or by the final one
+                raise
 
     def close(self) -> None:
-        """Stop the delta timer; whatever is still buffered goes with the final statement."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        """Stop writing in the background; whatever is still buffered goes with the final statement."""
+        if self._flusher is not None:
+            self._flusher.cancel()
+            self._flusher = None
 
 
 def _consume_outcome(task: asyncio.Future[Any]) -> None:

@@ -1,24 +1,40 @@
 """The worker's writes for all its runs, each fenced by its run's own lease.
 
-A no-op run costs a claim and an ending; alone, each ending is a transaction with its own
-commit (and WAL flush). Endings that arrive while one statement is out wait for it and go out
-together in :meth:`Queue.finish_many`, so under load one commit ends many runs, while a lone
-ending still goes out at once (after one turn of the event loop). :class:`Batcher` is that
-mechanism for any per-run item whose statement reports which runs it wrote; appends and
-checkpoints go out one statement per call today, and can go through a batcher of their own.
+Alone, each write is a transaction with its own commit (and WAL flush); a hundred runs
+streaming tokens would make commits grow with runs and tokens. So every write goes through a
+:class:`Batcher`: the items of many runs go out together in one statement, and a run missing
+from the statement's result lost its lease (that run alone: the others commit).
+
+Endings (:meth:`Queue.finish_many`) go out at once, after one turn of the event loop, so a
+lone ending is not delayed and endings that arrive while one statement is out share the next.
+Event appends and checkpoints (:meth:`Queue.append_events_many`) go out on a tick: every
+``EVENTS_INTERVAL_S`` one statement takes what all the runs buffered by then, whatever their
+number, so commits per second grow with worker processes, not with runs or tokens. A run has
+one write out at a time (its :class:`~app.worker.events.EventBuffer` sees to it): while its
+statement is out, its new deltas are coalesced and ride the next one. When the database is
+slow and two statements are already out, the tick waits for one of them: the interval
+stretches instead of statements queueing, and every run's next write carries more.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
-from app.domain import Finished, LeaseLost
-from app.queue import Ended, NewEvents, Queue
+from app.domain import Finish, Finished, LeaseLost
+from app.queue import Appended, Ended, NewEvents, Queue
 
 MAX_BATCH = 64
+EVENTS_INTERVAL_S = 0.05
+EVENTS_FAILED_INTERVAL_S = 0.25
+# Two event statements out at once: a run's tokens wait for the next tick, not for the
+# statement of the other runs still waiting for its commit (WAL flush) to come back.
+EVENTS_IN_FLIGHT = 2
+
+log = logging.getLogger(__name__)
 
 
 class _Item(Protocol):
@@ -28,44 +44,95 @@ class _Item(Protocol):
 
 ItemT = TypeVar("ItemT", bound=_Item)
 ResultT = TypeVar("ResultT")
+Take = Callable[[], NewEvents]
 
 
 class Batcher(Generic[ItemT, ResultT]):
     """Items of many runs written together by ``write_many``; a run missing from its result
-    lost its lease, and its caller gets :class:`LeaseLost` (nothing was written for it)."""
+    lost its lease, and its caller gets :class:`LeaseLost` (nothing was written for it).
 
-    def __init__(self, write_many: Callable[[Sequence[ItemT]], Awaitable[Mapping[uuid.UUID, ResultT]]], *, name: str) -> None:
+    A caller hands over ``take``, called when the statement is built, not when the caller
+    arrives: whatever its run buffered until then rides along. A caller cancelled before
+    that is left out, and its ``take`` is never called. A statement starts at most every
+    ``interval_s``, with up to ``max_in_flight`` of them out at once; when that many are out,
+    the next waits for one to come back.
+    """
+
+    def __init__(
+        self,
+        write_many: Callable[[Sequence[ItemT]], Awaitable[Mapping[uuid.UUID, ResultT]]],
+        *,
+        name: str,
+        interval_s: float = 0.0,
+        failed_interval_s: float = 0.0,
+        max_in_flight: int = 1,
+        max_batch: int | None = MAX_BATCH,
+    ) -> None:
         self._write_many = write_many
         self._name = name
-        self._pending: list[tuple[ItemT, asyncio.Future[ResultT]]] = []
+        self._interval_s = interval_s
+        self._failed_interval_s = max(failed_interval_s, interval_s)
+        self._max_in_flight = max_in_flight
+        self._max_batch = max_batch
+        self._pending: list[tuple[Callable[[], ItemT], asyncio.Future[ResultT]]] = []
         self._writer: asyncio.Task[None] | None = None
+        self._in_flight: set[asyncio.Task[None]] = set()
+        self._next_at = float("-inf")
 
-    async def write(self, item: ItemT) -> ResultT:
+    async def write(self, take: Callable[[], ItemT]) -> ResultT:
         future: asyncio.Future[ResultT] = asyncio.get_running_loop().create_future()
-        self._pending.append((item, future))
+        self._pending.append((take, future))
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._drain(), name=self._name)
         return await future
 
     async def _drain(self) -> None:
-        await asyncio.sleep(0)  # items added in this same turn of the loop join the batch
-        while self._pending:
-            batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
-            try:
-                written = await self._write_many([item for item, _ in batch])
-            except Exception as exc:  # each waiter handles it as it would from its own statement
-                for _, future in batch:
-                    if not future.done():
-                        future.set_exception(exc)
-                continue
-            for item, future in batch:
-                if future.done():  # its run's task was cancelled meanwhile
+        loop = asyncio.get_running_loop()
+        while True:
+            # at least one turn of the loop: items added in this same turn join the batch
+            await asyncio.sleep(max(self._next_at - loop.time(), 0.0))
+            while len(self._in_flight) >= self._max_in_flight:
+                await asyncio.wait(self._in_flight, return_when=asyncio.FIRST_COMPLETED)
+            if not self._pending:
+                return
+            cut = len(self._pending) if self._max_batch is None else self._max_batch
+            batch, self._pending = self._pending[:cut], self._pending[cut:]
+            items: list[tuple[ItemT, asyncio.Future[ResultT]]] = []
+            for take, future in batch:
+                if future.done():  # its caller was cancelled while it waited
                     continue
-                result = written.get(item.run_id)
-                if result is None:
-                    future.set_exception(LeaseLost(str(item.run_id)))
-                else:
-                    future.set_result(result)
+                try:
+                    items.append((take(), future))
+                except Exception as exc:
+                    future.set_exception(exc)
+            if not items:
+                continue
+            self._next_at = loop.time() + self._interval_s
+            if self._max_in_flight == 1:
+                await self._send(items)
+            else:
+                task = asyncio.create_task(self._send(items), name=self._name)
+                self._in_flight.add(task)
+                task.add_done_callback(self._in_flight.discard)
+
+    async def _send(self, items: list[tuple[ItemT, asyncio.Future[ResultT]]]) -> None:
+        try:
+            written = await self._write_many([item for item, _ in items])
+        except Exception as exc:  # each waiter handles it as it would from its own statement
+            # give a struggling database air before the next statement
+            self._next_at = asyncio.get_running_loop().time() + self._failed_interval_s
+            for _, future in items:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        for item, future in items:
+            if future.done():  # its run's task was cancelled meanwhile
+                continue
+            result = written.get(item.run_id)
+            if result is None:
+                future.set_exception(LeaseLost(str(item.run_id)))
+            else:
+                future.set_result(result)
 
 
 class Writer:
@@ -74,17 +141,39 @@ class Writer:
     def __init__(self, queue: Queue) -> None:
         self._queue = queue
         self._endings: Batcher[Ended, Finished] = Batcher(queue.finish_many, name="runq-endings")
+        # One item per run at a time (a run's writes are serialised by its event buffer), so a
+        # worker's runs all fit in one statement.
+        self._appends: Batcher[Appended, int] = Batcher(
+            self._append_many,
+            name="runq-events",
+            interval_s=EVENTS_INTERVAL_S,
+            failed_interval_s=EVENTS_FAILED_INTERVAL_S,
+            max_in_flight=EVENTS_IN_FLIGHT,
+            max_batch=None,
+        )
 
-    async def append(self, *, run_id: uuid.UUID, lease_id: uuid.UUID, events: NewEvents) -> None:
-        await self._queue.append_events(run_id=run_id, lease_id=lease_id, events=events)
+    async def append(
+        self, *, run_id: uuid.UUID, lease_id: uuid.UUID, take: Take, state: Any = None
+    ) -> int:
+        """The run's buffered events (with a ``state``, also its checkpoint) on the next tick;
+        its last seq, or :class:`LeaseLost` if the claim is no longer ours."""
+        return await self._appends.write(lambda: Appended(run_id, lease_id, take(), state))
 
-    async def checkpoint(self, *, run_id: uuid.UUID, lease_id: uuid.UUID, state: Any, events: NewEvents) -> None:
-        await self._queue.save_checkpoint(run_id=run_id, lease_id=lease_id, state=state, events=events)
+    async def finish(
+        self, *, run_id: uuid.UUID, lease_id: uuid.UUID, finish: Finish, take: Take
+    ) -> Finished:
+        """End the attempt with its buffered events (batched with the other runs' endings);
+        :class:`LeaseLost` if the claim is no longer ours."""
+        return await self._endings.write(lambda: Ended(run_id, lease_id, finish, take()))
 
-    async def record_effect(self, *, run_id: uuid.UUID, lease_id: uuid.UUID, key: str, result: Any) -> None:
+    async def record_effect(
+        self, *, run_id: uuid.UUID, lease_id: uuid.UUID, key: str, result: Any
+    ) -> None:
         await self._queue.record_effect(run_id=run_id, lease_id=lease_id, key=key, result=result)
 
-    async def finish(self, ended: Ended) -> Finished:
-        """End the attempt (batched with the other runs' endings); :class:`LeaseLost` if the
-        claim is no longer ours."""
-        return await self._endings.write(ended)
+    async def _append_many(self, appended: Sequence[Appended]) -> dict[uuid.UUID, int]:
+        try:
+            return await self._queue.append_events_many(appended)
+        except Exception as exc:  # one line per statement, not one per run
+            log.warning("events of %d runs not written: %s", len(appended), exc)
+            raise

@@ -44,6 +44,7 @@ class Reply:
     headers: Mapping[str, str] = field(default_factory=dict)
     stall: bool = False
     piece: int = 4  # characters per content / arguments delta
+    midway: threading.Event | None = None  # set: the second half of the stream may go
 
 
 def answer(text: str) -> Reply:
@@ -158,7 +159,10 @@ class FakeOpenAI:
                 ],
             }
         )
-        for chunk in _chunks(reply, model=request.body.get("model", "")):
+        chunks = list(_chunks(reply, model=request.body.get("model", "")))
+        for i, chunk in enumerate(chunks):
+            if reply.midway is not None and i == len(chunks) // 2:
+                await asyncio.to_thread(reply.midway.wait, 60)
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await asyncio.sleep(0.002)  # separate TCP writes, as a real token stream arrives
         if reply.stall:

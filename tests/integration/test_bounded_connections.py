@@ -1,9 +1,11 @@
-"""A worker holds at most its configured pool, however many runs stream at once.
+"""A worker holds at most its configured pool, however many runs stream at once, and a failed
+event write never shows text twice.
 
 Its own embedded PostgreSQL with a low ``max_connections``: a worker whose pool grew with its
 run slots (as it did, up to twice ``--concurrency + 2``) would be refused connections here and
-retry its runs, showing their text twice. Bounded, the runs' event writes queue for the pool's
-few connections instead, and every run ends ``done`` at attempt 1 with each delta once.
+retry its runs, showing their text twice. Bounded, the runs' event writes share one statement
+per tick on the pool's few connections, and every run ends ``done`` at attempt 1 with each delta
+once, also when the statement carrying them dies with its backend.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -72,54 +76,29 @@ async def _worker_sessions(url: str, peak: list[int], stop: asyncio.Event) -> No
         await conn.close()
 
 
-async def test_more_streaming_runs_than_pooled_connections(
-    low_limit_url: str, queue: Queue, tmp_path: Path
-) -> None:
-    with FakeOpenAI() as model:
-        model.script(*[Reply(text=TEXT, piece=2)] * RUNS)
-        env = os.environ | {
-            "RUNQ_DATABASE_URL": low_limit_url,
-            "RUNQ_DB_POOL_SIZE": str(POOL_SIZE),
-            "RUNQ_OPENAI_BASE_URL": model.base_url,
-            "RUNQ_POLL_S": "0.1",
-            "RUNQ_SHUTDOWN_GRACE_S": "1",
-        }
-        ids = [
-            (await queue.enqueue(tenant_id="t1", agent="openai", input={"prompt": "go"}))[0].id
-            for _ in range(RUNS)
-        ]
-        peak: list[int] = []
-        stop = asyncio.Event()
-        sampler = asyncio.create_task(_worker_sessions(low_limit_url, peak, stop))
-        with (tmp_path / "worker.log").open("wb") as log:
-            worker = await asyncio.create_subprocess_exec(
-                *(sys.executable, "-m", "app.worker", "--concurrency", str(RUNS)),
-                cwd=ROOT,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        try:
+def _worker_env(url: str, model: FakeOpenAI) -> dict[str, str]:
+    return os.environ | {
+        "RUNQ_DATABASE_URL": url,
+        "RUNQ_DB_POOL_SIZE": str(POOL_SIZE),
+        "RUNQ_OPENAI_BASE_URL": model.base_url,
+        "RUNQ_POLL_S": "0.1",
+        "RUNQ_SHUTDOWN_GRACE_S": "1",
+    }
 
-            async def all_leased_at_once() -> bool:
-                stats = await queue.stats()
-                return stats.by_status.get(Status.LEASED.value, 0) == RUNS
 
-            async def all_finished() -> bool:
-                runs = [await queue.get_run(run_id, tenant_id=None) for run_id in ids]
-                return all(run.is_terminal for run in runs)
+async def _start_worker(url: str, model: FakeOpenAI, log_path: Path, concurrency: int) -> asyncio.subprocess.Process:
+    with log_path.open("wb") as log:
+        return await asyncio.create_subprocess_exec(
+            *(sys.executable, "-m", "app.worker", "--concurrency", str(concurrency)),
+            cwd=ROOT,
+            env=_worker_env(url, model),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
 
-            # One claim fills every slot: all the runs stream at the same time.
-            await eventually(all_leased_at_once, within_s=30)
-            await eventually(all_finished, within_s=60)
-        finally:
-            stop.set()
-            await sampler
-            worker.terminate()
-            await asyncio.wait_for(worker.wait(), 15)
-    log_text = (tmp_path / "worker.log").read_text(errors="replace")
-    assert "too many clients" not in log_text
-    assert max(peak) <= POOL_SIZE
+
+async def _each_streamed_once(queue: Queue, ids: list[uuid.UUID], log_text: str) -> None:
+    """Every run done at attempt 1, its deltas the whole text once, matching message.completed."""
     for run_id in ids:
         run = await queue.get_run(run_id, tenant_id=None)
         assert (run.status, run.attempts) == (Status.DONE, 1), log_text[-2000:]
@@ -129,6 +108,96 @@ async def test_more_streaming_runs_than_pooled_connections(
         assert deltas == TEXT
         assert completed == [TEXT]
         assert [e.type for e in events].count("run.started") == 1
+        assert [e.seq for e in events] == list(range(1, len(events) + 1))
+
+
+async def test_more_streaming_runs_than_pooled_connections(
+    low_limit_url: str, queue: Queue, tmp_path: Path
+) -> None:
+    with FakeOpenAI() as model:
+        model.script(*[Reply(text=TEXT, piece=2)] * RUNS)
+        ids = [
+            (await queue.enqueue(tenant_id="t1", agent="openai", input={"prompt": "go"}))[0].id
+            for _ in range(RUNS)
+        ]
+        peak: list[int] = []
+        stop = asyncio.Event()
+        sampler = asyncio.create_task(_worker_sessions(low_limit_url, peak, stop))
+        worker = await _start_worker(low_limit_url, model, tmp_path / "worker.log", RUNS)
+        try:
+
+            async def all_leased_at_once() -> bool:
+                stats = await queue.stats()
+                return stats.by_status.get(Status.LEASED.value, 0) == RUNS
+
+            # One claim fills every slot: all the runs stream at the same time.
+            await eventually(all_leased_at_once, within_s=30)
+            await eventually(lambda: _all_finished(queue, ids), within_s=60)
+        finally:
+            stop.set()
+            await sampler
+            worker.terminate()
+            await asyncio.wait_for(worker.wait(), 15)
+    log_text = (tmp_path / "worker.log").read_text(errors="replace")
+    assert "too many clients" not in log_text
+    assert max(peak) <= POOL_SIZE
+    await _each_streamed_once(queue, ids, log_text)
+
+
+async def _all_finished(queue: Queue, ids: list[uuid.UUID]) -> bool:
+    runs = [await queue.get_run(run_id, tenant_id=None) for run_id in ids]
+    return all(run.is_terminal for run in runs)
+
+
+async def test_an_event_write_whose_backend_dies_is_retried_without_restarting_the_stream(
+    low_limit_url: str, queue: Queue, tmp_path: Path
+) -> None:
+    runs = 4
+    midway = threading.Event()
+    with FakeOpenAI() as model:
+        model.script(*[Reply(text=TEXT, piece=2, midway=midway)] * runs)
+        ids = [
+            (await queue.enqueue(tenant_id="t1", agent="openai", input={"prompt": "go"}))[0].id
+            for _ in range(runs)
+        ]
+        worker = await _start_worker(low_limit_url, model, tmp_path / "worker.log", runs)
+        locker = await asyncpg.connect(asyncpg_dsn(low_limit_url))
+        try:
+
+            async def each_streaming() -> bool:
+                types = [[e.type for e in await queue.read_events(run_id)] for run_id in ids]
+                return all("message.delta" in run_types for run_types in types)
+
+            await eventually(each_streaming, within_s=30)  # every stream paused halfway
+            # The next event statement of the worker carries every run and waits on this lock;
+            # its backend is then terminated: the statement fails, nothing of it committed.
+            lock = locker.transaction()
+            await lock.start()
+            await locker.execute("SELECT 1 FROM agent_runs WHERE id = $1 FOR UPDATE", ids[0])
+            midway.set()
+
+            async def writer_waiting() -> list[int]:
+                return [
+                    r["pid"]
+                    for r in await locker.fetch(
+                        "SELECT pid FROM pg_stat_activity"
+                        " WHERE application_name = 'runq-worker' AND wait_event_type = 'Lock'"
+                    )
+                ]
+
+            [pid] = await eventually(writer_waiting, within_s=30)
+            assert await locker.fetchval("SELECT pg_terminate_backend($1)", pid)
+            await lock.rollback()
+            await eventually(lambda: _all_finished(queue, ids), within_s=60)
+        finally:
+            midway.set()
+            await locker.close()
+            worker.terminate()
+            await asyncio.wait_for(worker.wait(), 15)
+    log_text = (tmp_path / "worker.log").read_text(errors="replace")
+    assert f"events of {runs} runs not written" in log_text
+    assert len(model.requests) == runs  # no model stream started again
+    await _each_streamed_once(queue, ids, log_text)
 
 
 async def test_a_checkout_waits_for_the_pool_then_fails_as_unavailable(low_limit_url: str) -> None:

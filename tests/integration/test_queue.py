@@ -289,7 +289,7 @@ async def _assert_stale_claim_changes_nothing(queue: Queue, stale: Claim) -> Non
     assert check.lost == {run_id}
     writes = [
         queue.append_events(run_id=run_id, lease_id=stale.lease_id, events=[("message.delta", {"text": "zombie"})]),
-        queue.save_checkpoint(run_id=run_id, lease_id=stale.lease_id, state={"zombie": True}),
+        queue.append_events(run_id=run_id, lease_id=stale.lease_id, events=(), state={"zombie": True}),
         *(
             queue.finish(run_id=run_id, lease_id=stale.lease_id, finish=finish)
             for finish in (
@@ -446,7 +446,7 @@ async def test_detach_subscribers_forgets_many_streams_at_once(queue: Queue, eng
 async def test_checkpoint_is_handed_back_on_the_next_claim(queue: Queue, engine: AsyncEngine) -> None:
     run_id = await enqueue(queue)
     claim = await claim_one(queue)
-    await queue.save_checkpoint(
+    await queue.append_events(
         run_id=run_id, lease_id=claim.lease_id, state={"step": 2}, events=[("tool.result", {"output": 2})]
     )
     await expire_lease(engine, run_id)

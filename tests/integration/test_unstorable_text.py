@@ -1,4 +1,4 @@
-"""Agent text PostgreSQL cannot store (NUL, unpaired surrogates) must not cost a run its events.
+"""Agent values PostgreSQL cannot store (NUL, unpaired surrogates, NaN) must not cost a run its events.
 
 A model or a tool can hand an agent any string: a NUL, or half of a surrogate pair split across
 two streamed chunks. jsonb and text refuse both, and the run used to fail every attempt with
@@ -27,6 +27,7 @@ class OddTextAgent:
         await ctx.emit("message.delta", {"text": "nul \x00 here"})
         await ctx.emit("message.delta", {"text": "half \ud83d"})  # the other half never comes
         await ctx.emit("tool.result", {"tool_call_id": "t", "output": {"k\x00ey": ["\udfff"]}, "is_error": False})
+        await ctx.emit("tool.score", {"nan": float("nan"), "inf": [float("-inf")], "x": 1.5})
         await ctx.checkpoint({"seen": "x\x00"})
         if ctx.attempt == 1:
             raise RetryableError("the model said \x00 and \ud800")
@@ -45,6 +46,7 @@ async def test_unstorable_characters_are_stored_as_replacement_characters(databa
     assert texts[:2] == ["nul \ufffd here", "half \ufffd"] or texts[0] == "nul \ufffd herehalf \ufffd"
     results = [e.data["output"] for e in events if e.type == "tool.result"]
     assert results == [{"k\ufffdey": ["\ufffd"]}] * 2
+    assert [e.data for e in events if e.type == "tool.score"] == [{"nan": None, "inf": [None], "x": 1.5}] * 2
     retry = next(e for e in events if e.type == "run.retrying")
     assert retry.data["error_code"] == "retryable_error"
 

@@ -1,4 +1,4 @@
-"""Endings written in batches keep the semantics of one ``finish`` per run."""
+"""Endings and event appends written in batches keep the semantics of one statement per run."""
 
 from __future__ import annotations
 
@@ -35,7 +35,10 @@ async def test_concurrent_completions_share_a_statement_and_stay_fenced(
     results = await asyncio.gather(
         *(
             writer.finish(
-                Ended(c.run.id, c.lease_id, Finish.done({"i": i}), [("message.completed", {"text": str(i)})] * (i % 3))
+                run_id=c.run.id,
+                lease_id=c.lease_id,
+                finish=Finish.done({"i": i}),
+                take=lambda i=i: [("message.completed", {"text": str(i)})] * (i % 3),
             )
             for i, c in enumerate(claims)
         ),
@@ -57,12 +60,12 @@ async def test_a_lone_completion_goes_out_at_once(queue: Queue) -> None:
     await queue.enqueue(tenant_id="acme", agent="demo", input={})
     [claim] = await queue.claim_batch(worker_id="w", limit=1)
     run = await asyncio.wait_for(
-        Writer(queue).finish(Ended(claim.run.id, claim.lease_id, Finish.done(None))),
+        Writer(queue).finish(run_id=claim.run.id, lease_id=claim.lease_id, finish=Finish.done(None), take=list),
         timeout=10,
     )
     assert run.status is Status.DONE
     with pytest.raises(LeaseLost):
-        await Writer(queue).finish(Ended(claim.run.id, claim.lease_id, Finish.done(None)))
+        await Writer(queue).finish(run_id=claim.run.id, lease_id=claim.lease_id, finish=Finish.done(None), take=list)
 
 
 async def test_every_ending_goes_out_in_one_statement(queue: Queue, engine: AsyncEngine) -> None:
@@ -87,3 +90,49 @@ async def test_every_ending_goes_out_in_one_statement(queue: Queue, engine: Asyn
         assert [e.type for e in await queue.read_events(claim.run.id)][-2:] == ["message.delta", event]
     assert (await queue.get_run(released.run.id, tenant_id=None)).error_code == "worker_shutdown"
     assert (await queue.get_run(done.run.id, tenant_id=None)).output == {"ok": 1}
+
+
+async def test_appends_of_many_runs_share_a_statement_and_a_lost_lease_drops_only_its_run(
+    queue: Queue, engine: AsyncEngine
+) -> None:
+    for _ in range(10):
+        await queue.enqueue(tenant_id="acme", agent="demo", input={})
+    claims = await queue.claim_batch(worker_id="w", limit=10)
+    stolen = claims[3]
+    async with engine.begin() as conn:  # another claim took this run meanwhile
+        await conn.execute(text("UPDATE agent_runs SET lease_id = gen_random_uuid() WHERE id = :id"), {"id": stolen.run.id})
+    statements: list[int] = []
+    append_many = queue.append_events_many
+
+    async def counting(appended):  # type: ignore[no-untyped-def]
+        statements.append(len(appended))
+        return await append_many(appended)
+
+    queue.append_events_many = counting  # type: ignore[method-assign]
+    writer = Writer(queue)
+    results = await asyncio.gather(
+        *(
+            writer.append(
+                run_id=c.run.id,
+                lease_id=c.lease_id,
+                take=lambda i=i: [("message.delta", {"text": f"{i}a"}), ("message.delta", {"text": f"{i}b"})],
+                state={"i": i} if i % 2 else None,
+            )
+            for i, c in enumerate(claims)
+        ),
+        return_exceptions=True,
+    )
+    assert statements == [10]
+    assert isinstance(results[3], LeaseLost)
+    assert [e.type for e in await queue.read_events(stolen.run.id)] == ["run.queued", "run.started"]
+    for i, (claim, last_seq) in enumerate(zip(claims, results, strict=True)):
+        if i == 3:
+            continue
+        events = await queue.read_events(claim.run.id)
+        assert [e.seq for e in events] == [1, 2, 3, 4] == list(range(1, last_seq + 1))
+        assert [e.data for e in events[2:]] == [{"text": f"{i}a"}, {"text": f"{i}b"}]
+        async with engine.connect() as conn:
+            saved = (
+                await conn.execute(text("SELECT state, event_seq FROM run_checkpoints WHERE run_id = :id"), {"id": claim.run.id})
+            ).first()
+        assert (saved is None) if i % 2 == 0 else (tuple(saved) == ({"i": i}, 4))  # type: ignore[arg-type]

@@ -1,125 +1,168 @@
-"""Delta coalescing in the worker's event buffer (no database: the writer records batches)."""
+"""The worker's event buffer: deltas coalesced, written in the background one write at a time,
+kept in order through a failed write (no database: the writer records what it takes)."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 
 from app.domain import DatabaseUnavailable
-from app.worker.events import EventBuffer, PendingEvent
+from app.worker.events import EventBuffer, PendingEvent, Take
 
 
 class Recorder:
+    """A writer that takes the buffer's events when let through (``gate``), as the worker's
+    tick does, and can fail a write as a database outage would."""
+
     def __init__(self) -> None:
         self.batches: list[list[PendingEvent]] = []
-        self.fail_next = False
+        self.failures = 0
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.wrote = asyncio.Event()
 
-    async def __call__(self, events: list[PendingEvent]) -> None:
-        if self.fail_next:
-            self.fail_next = False
+    async def __call__(self, take: Take) -> None:
+        await self.gate.wait()
+        events = take()
+        if self.failures:
+            self.failures -= 1
             raise DatabaseUnavailable("down")
         self.batches.append(events)
+        self.wrote.set()
 
 
-def buffer(recorder: Recorder, interval_s: float = 0.05) -> EventBuffer:
-    def fail(exc: BaseException) -> None:
-        raise AssertionError(f"unexpected background error {exc!r}")
+def buffer(recorder: Recorder, errors: list[BaseException] | None = None) -> EventBuffer:
+    def background_error(exc: BaseException) -> None:
+        if errors is None:
+            raise AssertionError(f"unexpected background error {exc!r}")
+        errors.append(exc)
 
-    return EventBuffer(recorder, interval_s=interval_s, on_background_error=fail)
+    return EventBuffer(recorder, on_background_error=background_error)
 
 
-async def test_consecutive_deltas_are_concatenated_and_flushed_before_other_events() -> None:
+async def written(recorder: Recorder, batches: int) -> list[list[PendingEvent]]:
+    async with asyncio.timeout(10):
+        while len(recorder.batches) < batches:
+            recorder.wrote.clear()
+            await recorder.wrote.wait()
+    return recorder.batches
+
+
+async def test_consecutive_deltas_are_concatenated_up_to_the_next_event() -> None:
     recorder = Recorder()
-    events = buffer(recorder, interval_s=60)
-    await events.add("message.delta", {"text": "a"})  # first delta: written at once
-    for piece in ["b", "c", "d"]:
-        await events.add("message.delta", {"text": piece})
-    await events.add("message.completed", {"text": "abcd"})
-    assert recorder.batches == [
-        [("message.delta", {"text": "a"})],
-        [("message.delta", {"text": "bcd"}), ("message.completed", {"text": "abcd"})],
+    events = buffer(recorder)
+    for piece in ["a", "b", "c"]:
+        events.add("message.delta", {"text": piece})
+    events.add("message.completed", {"text": "abc"})
+    events.add("message.delta", {"text": "d"})
+    assert await written(recorder, 1) == [
+        [("message.delta", {"text": "abc"}), ("message.completed", {"text": "abc"}), ("message.delta", {"text": "d"})]
     ]
 
 
 async def test_deltas_with_different_metadata_stay_apart() -> None:
     recorder = Recorder()
-    events = buffer(recorder, interval_s=60)
-    await events.add("message.delta", {"text": "x", "index": 0})
-    await events.add("message.delta", {"text": "a", "index": 0})
-    await events.add("message.delta", {"text": "b", "index": 1})
-    await events.add("message.delta", {"text": "c", "index": 1})
-    await events.flush()
-    assert recorder.batches[1] == [
-        ("message.delta", {"text": "a", "index": 0}),
-        ("message.delta", {"text": "bc", "index": 1}),
+    events = buffer(recorder)
+    events.add("message.delta", {"text": "a", "index": 0})
+    events.add("message.delta", {"text": "b", "index": 1})
+    events.add("message.delta", {"text": "c", "index": 1})
+    assert await written(recorder, 1) == [
+        [("message.delta", {"text": "a", "index": 0}), ("message.delta", {"text": "bc", "index": 1})]
     ]
 
 
-async def test_buffered_deltas_are_flushed_by_the_timer() -> None:
+async def test_events_buffered_during_a_write_go_together_with_the_next() -> None:
     recorder = Recorder()
-    events = buffer(recorder, interval_s=0.05)
-    await events.add("message.delta", {"text": "a"})
-    await events.add("message.delta", {"text": "b"})
-    await events.add("message.delta", {"text": "c"})
-    assert len(recorder.batches) == 1
-    for _ in range(100):
-        if len(recorder.batches) == 2:
-            break
-        await asyncio.sleep(0.01)
-    assert recorder.batches[1] == [("message.delta", {"text": "bc"})]
+    recorder.gate.clear()
+    events = buffer(recorder)
+    events.add("message.delta", {"text": "a"})
+    await asyncio.sleep(0)  # the background write is out, waiting for its statement
+    events.add("message.delta", {"text": "b"})
+    recorder.gate.set()
+    await written(recorder, 1)
+    events.add("message.delta", {"text": "c"})
+    events.add("message.delta", {"text": "d"})
+    # taken when the statement is built: "b" rides the first write, not a write of its own
+    assert await written(recorder, 2) == [[("message.delta", {"text": "ab"})], [("message.delta", {"text": "cd"})]]
+
+
+async def test_a_failed_write_keeps_the_events_in_order_for_the_next() -> None:
+    recorder = Recorder()
+    recorder.failures = 2
+    errors: list[BaseException] = []
+    events = buffer(recorder, errors)
+    events.add("tool.call", {"tool_call_id": "1"})
+    events.add("message.delta", {"text": "a"})
+    assert await written(recorder, 1) == [[("tool.call", {"tool_call_id": "1"}), ("message.delta", {"text": "a"})]]
+    assert [type(e) for e in errors] == [DatabaseUnavailable, DatabaseUnavailable]
 
 
 async def test_a_final_statement_takes_what_is_buffered() -> None:
     recorder = Recorder()
-    events = buffer(recorder, interval_s=60)
-    await events.add("message.delta", {"text": "a"})
-    await events.add("message.delta", {"text": "b"})
-    taken: list[Any] = []
+    recorder.gate.clear()
+    events = buffer(recorder)
+    events.add("message.delta", {"text": "a"})
+    taken: list[list[PendingEvent]] = []
 
-    async def final(batch: list[PendingEvent]) -> str:
-        taken.append(batch)
+    async def final(take: Take) -> str:
+        taken.append(take())
         return "done"
 
-    assert await events.flush_with(final) == "done"
-    assert taken == [[("message.delta", {"text": "b"})]]
+    ending = asyncio.create_task(events.flush_final(final))
+    events.add("message.delta", {"text": "b"})
+    recorder.gate.set()
+    assert await ending == "done"  # behind the background write, with what came after it
+    assert recorder.batches == [[("message.delta", {"text": "ab"})]]
+    assert taken == [[]]
     assert await events.flush_with(final) == "done"  # runs even with nothing buffered
-    assert taken[1] == []
+    assert taken == [[], []]
 
 
-async def test_events_survive_a_failed_write() -> None:
+async def test_a_failed_checkpoint_keeps_its_events() -> None:
     recorder = Recorder()
-    events = buffer(recorder, interval_s=60)
-    recorder.fail_next = True
+    recorder.gate.clear()
+    events = buffer(recorder)
+    events.add("tool.call", {"tool_call_id": "1"})
+
+    async def failing(take: Take) -> None:
+        take()
+        raise DatabaseUnavailable("down")
+
+    checkpoint = asyncio.create_task(events.flush_with(failing))
+    recorder.gate.set()
+    await written(recorder, 1)
+    events.add("tool.result", {"tool_call_id": "1"})
     with pytest.raises(DatabaseUnavailable):
-        await events.add("tool.call", {"tool_call_id": "1"})
-    await events.add("tool.result", {"tool_call_id": "1"})
-    assert recorder.batches == [
-        [("tool.call", {"tool_call_id": "1"}), ("tool.result", {"tool_call_id": "1"})]
+        await checkpoint
+    assert await written(recorder, 2) == [
+        [("tool.call", {"tool_call_id": "1"})],
+        [("tool.result", {"tool_call_id": "1"})],
     ]
 
 
 async def test_a_cancelled_caller_does_not_cut_a_write_short() -> None:
     started, release = asyncio.Event(), asyncio.Event()
-    written: list[list[PendingEvent]] = []
+    written_: list[list[PendingEvent]] = []
 
-    async def slow(batch: list[PendingEvent]) -> None:
+    async def slow(take: Take) -> None:
+        events = take()
         started.set()
         await release.wait()
-        written.append(batch)
+        written_.append(events)
 
     events = EventBuffer(slow, on_background_error=lambda exc: None)
-    caller = asyncio.create_task(events.add("tool.call", {"tool_call_id": "1"}))
+    events.add("tool.call", {"tool_call_id": "1"})
+    caller = asyncio.create_task(events.flush_with(slow))
     await started.wait()
     caller.cancel()
     await asyncio.gather(caller, return_exceptions=True)
     release.set()
     final: list[list[PendingEvent]] = []
 
-    async def last(batch: list[PendingEvent]) -> None:
-        final.append(batch)
+    async def last(take: Take) -> None:
+        final.append(take())
 
-    await events.flush_with(last)  # waits behind the shielded write, keeping the order
-    assert written == [[("tool.call", {"tool_call_id": "1"})]]
+    await events.flush_final(last)  # waits behind the write, keeping the order
+    assert written_ == [[("tool.call", {"tool_call_id": "1"})], []]
     assert final == [[]]

@@ -126,3 +126,8 @@ def test_redaction_is_idempotent() -> None:
     redactor = Redactor()
     once = redactor.text(" ".join(text for text, _ in SECRETS))
     assert redactor.text(once) == once
+
+
+def test_text_outside_ascii_gets_every_rule() -> None:
+    # IGNORECASE folds U+017F to "s": no lowercase trigger finds it, so non-ASCII text is scanned whole
+    assert Redactor().text("\u017fecret=hunter2 ok") == "\u017fecret=[REDACTED] ok"

@@ -101,11 +101,17 @@ SELECT EXISTS (SELECT 1 FROM tenant_limits WHERE max_inflight > 0);
 -- The heartbeat: extend every lease still held, in one statement; which were lost, which cancelled.
 WITH held AS (
     SELECT * FROM unnest(CAST(:run_ids AS uuid[]), CAST(:lease_ids AS uuid[])) AS h(run_id, lease_id)
+), locked AS MATERIALIZED (
+    -- rows locked in id order, as the worker's batched event writes and endings lock them
+    SELECT r.id FROM agent_runs r JOIN held ON held.run_id = r.id
+     WHERE r.lease_id = held.lease_id AND r.status = 'leased'
+     ORDER BY r.id
+       FOR UPDATE OF r
 ), renewed AS (
     UPDATE agent_runs r
        SET locked_until = now() + make_interval(secs => :lease_s), heartbeat_at = now()
-      FROM held
-     WHERE r.id = held.run_id AND r.lease_id = held.lease_id AND r.status = 'leased'
+      FROM held, locked
+     WHERE r.id = locked.id AND r.id = held.run_id AND r.lease_id = held.lease_id AND r.status = 'leased'
     RETURNING r.id, r.cancel_requested_at IS NOT NULL AS cancel_requested
 )
 SELECT held.run_id, renewed.id IS NOT NULL AS kept,

@@ -1,35 +1,59 @@
 -- A run's event log, its checkpoint and effect ledger, and who is following it.
 
 -- name: append_events_if_leased
--- Events for a run this worker leases (fenced by its lease_id), and with a non-null :state
--- its checkpoint, stored with them atomically; followers woken if there is something to read.
-WITH t AS (
-    UPDATE agent_runs
-       SET last_event_seq = last_event_seq + cardinality(CAST(:types AS text[])), updated_at = now()
-     WHERE id = :run_id AND lease_id = :lease_id AND status = 'leased'
-    RETURNING *
+-- Events for many runs of one worker in one statement (one commit per flush, whatever the
+-- number of runs), each fenced by its own lease: a run missing from the result lost its lease
+-- and nothing was written for it. A non-null state also stores that run's checkpoint with its
+-- events, atomically. Followers are woken for the runs that got something to read.
+WITH a AS (
+    SELECT * FROM unnest(CAST(:run_ids AS uuid[]), CAST(:lease_ids AS uuid[]), CAST(:states AS jsonb[]))
+        AS a(run_id, lease_id, state)
+), e AS (
+    -- every run's new events; k numbers one run's events from 1, n counts them
+    SELECT x.run_id, x.type, x.data,
+           row_number() OVER (PARTITION BY x.run_id ORDER BY x.ord) AS k,
+           count(*) OVER (PARTITION BY x.run_id) AS n
+      FROM unnest(CAST(:event_run_ids AS uuid[]), CAST(:types AS text[]), CAST(:datas AS jsonb[]))
+              WITH ORDINALITY AS x(run_id, type, data, ord)
+), locked AS MATERIALIZED (
+    -- rows locked in id order, as the heartbeat and the endings lock them: batched statements
+    -- of one worker over the same runs never deadlock
+    SELECT r.id FROM agent_runs r JOIN a ON a.run_id = r.id
+     WHERE r.lease_id = a.lease_id AND r.status = 'leased'
+     ORDER BY r.id
+       FOR UPDATE OF r
+), t AS (
+    -- seqs come from last_event_seq under the row lock: gapless, in commit order, also next
+    -- to the API's writes (a cancel request appends its event under the same lock)
+    UPDATE agent_runs r
+       SET last_event_seq = r.last_event_seq + coalesce((SELECT max(e.n) FROM e WHERE e.run_id = r.id), 0),
+           updated_at = now()
+      FROM locked, a
+     WHERE r.id = locked.id AND a.run_id = r.id AND r.lease_id = a.lease_id AND r.status = 'leased'
+    RETURNING r.id, r.last_event_seq, r.attempts, a.state
 ), ev AS (
-    -- seqs come from last_event_seq under the row lock: gapless, in commit order
     INSERT INTO run_events (run_id, seq, type, data, attempt)
-    SELECT t.id, t.last_event_seq - cardinality(CAST(:types AS text[])) + e.ord,
-           e.type, e.data, t.attempts
-      FROM t, unnest(CAST(:types AS text[]), CAST(:datas AS jsonb[]))
-              WITH ORDINALITY AS e(type, data, ord)
+    SELECT t.id, t.last_event_seq - e.n + e.k, e.type, e.data, t.attempts
+      FROM t JOIN e ON e.run_id = t.id
     RETURNING run_id
 ), ck AS (
     INSERT INTO run_checkpoints (run_id, state, attempt, event_seq)
-    SELECT t.id, CAST(:state AS jsonb), t.attempts, t.last_event_seq FROM t
-     WHERE CAST(:state AS jsonb) IS NOT NULL
+    SELECT t.id, t.state, t.attempts, t.last_event_seq FROM t
+     WHERE t.state IS NOT NULL
     ON CONFLICT (run_id) DO UPDATE
        SET state = excluded.state, attempt = excluded.attempt, event_seq = excluded.event_seq,
            created_at = now()
     RETURNING run_id
+), notified AS MATERIALIZED (
+    -- One NOTIFY per 150 runs ("<run_id>:<last_seq>" joined by commas, under 8,000 bytes), and
+    -- only for runs with something to read: a hundred streams reading nothing is not free
+    SELECT pg_notify('${events_channel}', string_agg(n.id::text || ':' || n.last_event_seq, ',')) AS sent
+      FROM (SELECT id, last_event_seq, (row_number() OVER ()) / 150 AS chunk
+              FROM t WHERE EXISTS (SELECT 1 FROM e WHERE e.run_id = t.id)) n
+     GROUP BY n.chunk
 )
-SELECT t.*,
-       -- a hundred streams reading nothing is not free: wake them only for something to read
-       (SELECT pg_notify('${events_channel}', t.id::text || ':' || t.last_event_seq)
-         WHERE cardinality(CAST(:types AS text[])) > 0)
-  FROM t;
+SELECT t.id, t.last_event_seq FROM t
+ WHERE (SELECT count(*) FROM notified) >= 0;
 
 -- name: read_events
 -- One run's events after a cursor; seqs commit in order, so none can appear later below it.

@@ -11,6 +11,12 @@ WITH f AS (
                          CAST(:outputs AS jsonb[]), CAST(:error_codes AS text[]),
                          CAST(:error_messages AS text[]))
         AS f(run_id, lease_id, ending, output, error_code, error_message)
+), locked AS MATERIALIZED (
+    -- rows locked in id order, as append_events_if_leased and renew_leases lock them
+    SELECT r.id FROM agent_runs r JOIN f ON f.run_id = r.id
+     WHERE r.lease_id = f.lease_id AND r.status = 'leased'
+     ORDER BY r.id
+       FOR UPDATE OF r
 ), e AS (
     -- every run's buffered events; k numbers one run's events from 1, n counts them
     SELECT x.run_id, x.type, x.data,
@@ -57,8 +63,8 @@ WITH f AS (
            lease_id = NULL, locked_by = NULL, locked_until = NULL, leased_at = NULL, heartbeat_at = NULL,
            last_event_seq = r.last_event_seq + coalesce((SELECT max(e.n) FROM e WHERE e.run_id = r.id), 0) + 1,
            updated_at = now()
-      FROM f
-     WHERE r.id = f.run_id AND r.lease_id = f.lease_id AND r.status = 'leased'
+      FROM f, locked
+     WHERE r.id = locked.id AND r.id = f.run_id AND r.lease_id = f.lease_id AND r.status = 'leased'
        -- the worker ends a run cancelled only when asked to
        AND (f.ending <> 'cancelled' OR r.cancel_requested_at IS NOT NULL)
     -- not the input: decoding it again for every finished run costs more than a no-op run
