@@ -18,7 +18,7 @@ from app import cli_hooks
 from app.console import describe_error, parse_duration, print_json, print_table
 from app.db.engine import engine_for
 from app.domain import Status
-from app.queue import Queue
+from app.queue import Queue, WorkerView
 from app.settings import Settings, get_settings
 
 
@@ -62,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     runs_list.add_argument("--limit", type=int, default=50)
     for name, text in (("show", "one run"), ("cancel", "cancel a run"), ("requeue", "requeue a dead or cancelled run")):
         runs_sub.add_parser(name, help=text).add_argument("run_id", type=uuid.UUID)
-    sub.add_parser("workers", help="live leases by worker")
+    sub.add_parser("workers", help="workers that are up (idle ones too) and their live leases")
     sub.add_parser("stats", help="queue depth, in-flight per tenant, oldest pending age")
     purge = sub.add_parser("purge", help="delete finished runs and their events older than an age")
     purge.add_argument("--older-than", type=parse_duration, required=True, metavar="AGE", help="e.g. 30d, 12h, 90m")
@@ -107,11 +107,13 @@ async def _operate(url: str, args: argparse.Namespace) -> int:
                 print_table([dataclasses.asdict(run)], (*RUN_COLUMNS, "locked_by", "error_message"))
             return 0
         if args.command == "workers":
-            workers = await queue.live_leases()
+            workers = await queue.list_workers()
             if args.json:
                 print_json(workers)
             else:
-                rows = [{"worker": w, **lease} for w, leases in workers.items() for lease in leases]
+                print_table([_worker_row(w) for w in workers], ("worker", "slots", "version", "started_at", "last_beat_at"))
+                print()
+                rows = [{"worker": w.worker_id, **lease} for w in workers for lease in w.leases]
                 print_table(rows, ("worker", "run_id", "tenant_id", "attempt", "lease_age_s", "heartbeat_at"))
             return 0
         if args.command == "stats":
@@ -128,6 +130,13 @@ async def _operate(url: str, args: argparse.Namespace) -> int:
     finally:
         await engine.dispose()
     return 2
+
+
+def _worker_row(worker: WorkerView) -> dict[str, object]:
+    """Slots as ``in use/total``; ``-`` for a worker that holds leases but is not registered."""
+    slots = f"{worker.slots_in_use}/{worker.slots}" if worker.slots is not None else None
+    return {"worker": worker.worker_id, "slots": slots, "version": worker.version,
+            "started_at": worker.started_at, "last_beat_at": worker.last_beat_at}
 
 
 async def _purge(queue: Queue, args: argparse.Namespace) -> int:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
+import os
+import secrets
+import socket
 import uuid
 from dataclasses import dataclass, fields
 from datetime import datetime
@@ -228,6 +232,30 @@ class LeaseCheck:
 
     lost: frozenset[uuid.UUID]
     cancel_requested: frozenset[uuid.UUID]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """A worker process as its heartbeat registers it, so operators see it even while idle."""
+
+    worker_id: str  # ``host:pid:boot_id``, the runs' ``locked_by``
+    host: str
+    pid: int
+    version: str  # runq's package version
+    slots: int  # --concurrency
+
+    @classmethod
+    def start(cls, *, slots: int) -> WorkerInfo:
+        """This process, with a new boot id: it tells a restarted process from its predecessor
+        (a pid can be reused)."""
+        host, pid = socket.gethostname(), os.getpid()
+        return cls(
+            worker_id=f"{host}:{pid}:{secrets.token_hex(4)}",
+            host=host,
+            pid=pid,
+            version=importlib.metadata.version("runq"),
+            slots=slots,
+        )
 
 
 class QueueError(Exception):

@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.domain import WorkerInfo
 from app.queue import Queue
 
 SEED_INDEX = "CREATE INDEX ix_bench_locked_until ON agent_runs (locked_until) WHERE status = 'leased'"
@@ -50,11 +51,12 @@ async def heartbeat_hot_ratio(engine: AsyncEngine, *, runs: int = 64, rounds: in
             ),
             {"n": runs},
         )
-    claims = await queue.claim_batch(worker_id="bench", limit=runs)
+    worker = WorkerInfo.start(slots=runs)
+    claims = await queue.claim_batch(worker_id=worker.worker_id, limit=runs)
     leases = {c.run.id: c.lease_id for c in claims}
     before = await _stats(engine)
     for _ in range(rounds):
-        await queue.renew_leases(leases)
+        await queue.renew_leases(leases, worker=worker)
     after = await _settled_stats(engine, runs * rounds, before)
     updates, hot = after[0] - before[0], after[1] - before[1]
     return hot / updates if updates else 0.0

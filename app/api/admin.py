@@ -97,9 +97,9 @@ async def create_stream_token(run_id: RunIdPath, runtime: RuntimeDep) -> StreamT
 
 @router.get("/workers", response_model=WorkerList)
 async def list_workers(runtime: RuntimeDep) -> WorkerList:
-    """Live leases grouped by worker, with each lease's age and last heartbeat."""
-    workers = await runtime.queue.live_leases()
-    return WorkerList(items=[WorkerOut.of(w, leases) for w, leases in workers.items()])
+    """Every worker that is up, idle ones included: slots in use of its concurrency, version,
+    last heartbeat, and its live leases with each one's age and last renewal."""
+    return WorkerList(items=[WorkerOut.of(w) for w in await runtime.queue.list_workers()])
 
 
 @router.get("/stats", response_model=StatsOut)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.schemas import Integral, RunOut
-from app.queue import QueueStats
+from app.queue import QueueStats, WorkerView
 
 
 class AdminRunOut(RunOut):
@@ -33,22 +33,43 @@ class LeaseOut(BaseModel):
 
 
 class WorkerOut(BaseModel):
+    """A worker process, idle or not. The registry fields are null for a worker that holds
+    leases but is not registered (a runq version before the registry, or a stalled worker the
+    reaper has already forgotten)."""
+
     worker_id: str
     leases: list[LeaseOut]
-    last_heartbeat_at: datetime | None = Field(description="the newest renewal of any of its leases")
+    last_heartbeat_at: datetime | None = Field(
+        description="the worker's last heartbeat; without a registry row, the newest renewal of its leases"
+    )
+    host: str | None
+    pid: int | None
+    version: str | None = Field(description="runq's package version the worker runs")
+    slots: int | None = Field(description="its concurrency: runs it executes at once")
+    slots_in_use: int | None = Field(description="leases it kept at its last heartbeat")
+    started_at: datetime | None
+    last_beat_at: datetime | None = Field(description="its last heartbeat (every RUNQ_HEARTBEAT_S, idle or not)")
 
     @classmethod
-    def of(cls, worker_id: str, leases: list[dict[str, Any]]) -> WorkerOut:
-        beats = [lease["heartbeat_at"] for lease in leases if lease["heartbeat_at"] is not None]
+    def of(cls, worker: WorkerView) -> WorkerOut:
+        beats = [lease["heartbeat_at"] for lease in worker.leases if lease["heartbeat_at"] is not None]
         return cls(
-            worker_id=worker_id,
-            leases=[LeaseOut(**(lease | {"run_id": str(lease["run_id"])})) for lease in leases],
-            last_heartbeat_at=max(beats, default=None),
+            worker_id=worker.worker_id,
+            leases=[LeaseOut(**(lease | {"run_id": str(lease["run_id"])})) for lease in worker.leases],
+            last_heartbeat_at=worker.last_beat_at or max(beats, default=None),
+            host=worker.host,
+            pid=worker.pid,
+            version=worker.version,
+            slots=worker.slots,
+            slots_in_use=worker.slots_in_use,
+            started_at=worker.started_at,
+            last_beat_at=worker.last_beat_at,
         )
 
 
 class WorkerList(BaseModel):
-    """Workers holding at least one lease; an idle worker holds none and is not listed."""
+    """Every worker that is up (registered by its heartbeat), idle ones included, and any
+    other worker holding a lease."""
 
     items: list[WorkerOut]
 

@@ -178,6 +178,22 @@ tenant_limits = Table(
     CheckConstraint("max_inflight >= 0", name="max_inflight"),
 )
 
+# One row per worker process, upserted by its heartbeat (with the lease renewal), deleted on a
+# clean exit and by the reaper once stale; no foreign key from ``agent_runs.locked_by``, since a
+# dead worker's leases outlive its row until the reaper returns them.
+workers = Table(
+    "workers",
+    metadata,
+    Column("worker_id", Text, primary_key=True),
+    Column("host", Text, nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("version", Text, nullable=False),
+    Column("slots", Integer, nullable=False),
+    Column("slots_in_use", Integer, nullable=False),
+    Column("started_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    Column("last_beat_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+)
+
 # The webhook outbox: one row per (run, event) a run's webhook asked for, written by a trigger on
 # run_events in the transaction of the event itself (docs/webhooks.md). ``id`` is the stable
 # ``webhook-id``; ``next_attempt_at`` doubles as the delivery's lease (pushed past the request's

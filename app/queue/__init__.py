@@ -11,7 +11,8 @@ Modules by concern: :mod:`~app.queue.runs` (create, read, stop), :mod:`~app.queu
 (claim, heartbeat), :mod:`~app.queue.events` (log, checkpoint, effects, presence),
 :mod:`~app.queue.finish` (how an attempt ends, batched), :mod:`~app.queue.maintenance` (reaper,
 retention), :mod:`~app.queue.ops` (admin and metrics), :mod:`~app.queue.webhooks` (the webhook
-outbox and signing secrets), :mod:`~app.queue.schedules` (schedules and their slots).
+outbox and signing secrets), :mod:`~app.queue.schedules` (schedules and their slots), :mod:`~app.queue.workers` (the
+worker registry).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from app.queue.ops import QUEUE_DEPTH, Ops, QueueDepth, QueueStats
 from app.queue.runs import Runs
 from app.queue.schedules import Schedules
 from app.queue.webhooks import DeliveryJob, Webhooks
+from app.queue.workers import Workers, WorkerView
 
 if TYPE_CHECKING:
     from app.settings import Settings
@@ -54,12 +56,13 @@ __all__ = [
     "Queue",
     "QueueDepth",
     "QueueStats",
+    "WorkerView",
     "database_down",
     "request_hash",
 ]
 
 
-class Queue(Runs, Claims, Events, Endings, Maintenance, Ops, Webhooks, Schedules):
+class Queue(Runs, Claims, Events, Endings, Maintenance, Ops, Webhooks, Schedules, Workers):
     """The queue's operations; each method is one short transaction on its own connection."""
 
     @classmethod

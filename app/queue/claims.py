@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import Row
 
-from app.domain import Claim, LeaseCheck, Run
+from app.domain import Claim, LeaseCheck, Run, WorkerInfo
 from app.queue.codec import loads
 from app.queue.statements import statement
 from app.queue.store import Store
@@ -69,19 +69,23 @@ class Claims(Store):
             self._limits_checked_at = now
         return self._has_limits
 
-    async def renew_leases(self, leases: Mapping[uuid.UUID, uuid.UUID]) -> LeaseCheck:
-        """Extend every lease this worker still holds, in one statement.
+    async def renew_leases(self, leases: Mapping[uuid.UUID, uuid.UUID], *, worker: WorkerInfo) -> LeaseCheck:
+        """Extend every lease this worker still holds and register the worker, in one statement.
 
-        Returns the runs whose lease is lost (the worker must stop them and write nothing more)
-        and the runs with a cancel request.
+        Called with no lease too: the beat keeps an idle worker's row alive. Returns the runs
+        whose lease is lost (the worker must stop them and write nothing more) and the runs
+        with a cancel request.
         """
-        if not leases:
-            return LeaseCheck(lost=frozenset(), cancel_requested=frozenset())
         ordered = sorted(leases)  # a fixed lock order across workers' batches
         params = {
             "run_ids": ordered,
             "lease_ids": [leases[r] for r in ordered],
             "lease_s": self.lease_s,
+            "worker_id": worker.worker_id,
+            "host": worker.host,
+            "pid": worker.pid,
+            "version": worker.version,
+            "slots": worker.slots,
         }
         async with self._tx() as conn:
             await conn.execute(BOUND_IDLE_TRANSACTION, self._idle_bound())

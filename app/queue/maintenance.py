@@ -1,4 +1,4 @@
-"""The reaper's passes: expired leases, abandoned interactive runs, retention."""
+"""The reaper's passes: expired leases, stale workers, abandoned interactive runs, retention."""
 
 from __future__ import annotations
 
@@ -16,17 +16,21 @@ FORGET_STALE_SUBSCRIBERS = statement("forget_stale_subscribers")
 PICK_ABANDONED = statement("pick_abandoned")
 PURGE_FINISHED = statement("purge_finished")
 COUNT_PURGEABLE = statement("count_purgeable")
+FORGET_STALE_WORKERS = statement("forget_stale_workers")
 
 
 class Maintenance(Store):
     async def reap_expired(self, *, batch: int = 500) -> list[Run]:
-        """Expired leases back to pending / dead / cancelled; one reaper at a time cluster-wide."""
+        """Expired leases back to pending / dead / cancelled, and workers that stopped beating
+        forgotten; one reaper at a time cluster-wide."""
         params = {"batch": batch, "aging_s": self.aging_s}
         async with self._tx() as conn:
             await conn.execute(BOUND_IDLE_TRANSACTION, self._idle_bound())
             if not (await conn.execute(REAPER_LOCK)).scalar():
                 return []
             rows = (await conn.execute(REAP_EXPIRED, params)).all()
+            # A row silent for a lease: its leases have expired too, so it holds nothing.
+            await conn.execute(FORGET_STALE_WORKERS, {"lease_s": self.lease_s})
         return [Run.from_row(r) for r in rows]
 
     async def cancel_abandoned(self, *, batch: int = 500) -> list[Run]:

@@ -1,10 +1,9 @@
-"""Operators' views and actions: requeue, stats, metrics depth, live leases, tenant caps."""
+"""Operators' views and actions: requeue, stats, metrics depth, tenant caps."""
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any
 
 from app.domain import NotRequeueable, Run, RunNotFound, Status
 from app.queue.codec import events_params
@@ -18,7 +17,6 @@ INFLIGHT_BY_TENANT = statement("inflight_by_tenant")
 OLDEST_PENDING_AGE = statement("oldest_pending_age")
 DEAD_SINCE = statement("dead_since")
 QUEUE_DEPTH = statement("queue_depth")
-LIVE_LEASES = statement("live_leases")
 SET_TENANT_LIMIT = statement("set_tenant_limit")
 GET_TENANT_LIMIT = statement("get_tenant_limit")
 
@@ -71,24 +69,6 @@ class Ops(Store):
         return QueueDepth(
             pending=row.pending, leased=row.leased, oldest_pending_age_s=float(row.oldest_pending_age_s)
         )
-
-    async def live_leases(self) -> dict[str, list[dict[str, Any]]]:
-        """Leased runs grouped by worker id, with lease age and last heartbeat."""
-        async with self._tx() as conn:
-            rows = (await conn.execute(LIVE_LEASES)).all()
-        workers: dict[str, list[dict[str, Any]]] = {}
-        for r in rows:
-            workers.setdefault(r.locked_by, []).append(
-                {
-                    "run_id": r.id,
-                    "tenant_id": r.tenant_id,
-                    "attempt": r.attempts,
-                    "lease_age_s": float(r.lease_age_s or 0),
-                    "heartbeat_at": r.heartbeat_at,
-                    "locked_until": r.locked_until,
-                }
-            )
-        return workers
 
     async def set_tenant_limit(self, *, tenant_id: str, max_inflight: int) -> None:
         """Override the in-flight cap of one tenant (0 = no cap)."""

@@ -1,4 +1,5 @@
-"""The heartbeat: one batched lease renewal per interval for every run this worker holds.
+"""The heartbeat: one batched lease renewal per interval for every run this worker holds, which
+also registers the worker (idle or not) for operators; its row goes when the heartbeat stops.
 
 It runs on a thread of its own, with its own event loop, engine and :class:`Queue` (an
 engine's connections belong to the loop that opened them). An agent that blocks the
@@ -19,7 +20,7 @@ from types import TracebackType
 from typing import Protocol
 
 from app.db.engine import create_engine
-from app.domain import DatabaseUnavailable
+from app.domain import DatabaseUnavailable, WorkerInfo
 from app.metrics import HEARTBEAT_DURATION
 from app.queue import Queue
 
@@ -40,8 +41,9 @@ class LeaseHolder(Protocol):
 class Heartbeat:
     """Use as ``with Heartbeat(...) as heartbeat:``; :meth:`hold` and :meth:`drop` runs inside."""
 
-    def __init__(self, *, database_url: str, lease_s: float, interval_s: float) -> None:
+    def __init__(self, *, database_url: str, worker: WorkerInfo, lease_s: float, interval_s: float) -> None:
         self._database_url = database_url
+        self._worker = worker
         self._lease_s = lease_s
         self._interval_s = interval_s
         self._lock = threading.Lock()
@@ -86,8 +88,11 @@ class Heartbeat:
         engine = create_engine(self._database_url, pool_size=1, application_name="runq-heartbeat")
         queue = Queue(engine, lease_s=self._lease_s)
         try:
+            # The first beat at once, so a worker is listed before its first claim.
+            loop.run_until_complete(self._beat(queue))
             while not self._stopped.wait(self._interval_s):
                 loop.run_until_complete(self._beat(queue))
+            loop.run_until_complete(self._forget(queue))
         finally:
             loop.run_until_complete(engine.dispose())
             loop.close()
@@ -95,11 +100,9 @@ class Heartbeat:
     async def _beat(self, queue: Queue) -> None:
         with self._lock:
             held = dict(self._held)
-        if not held:
-            return
         started = time.perf_counter()
         try:
-            check = await queue.renew_leases({run_id: h.lease_id for run_id, h in held.items()})
+            check = await queue.renew_leases({run_id: h.lease_id for run_id, h in held.items()}, worker=self._worker)
         except Exception as exc:
             # A short outage costs nothing: the runs go on. But once a lease may have expired
             # unrenewed, another worker may hold the run: stop it, as if the lease were lost.
@@ -119,6 +122,13 @@ class Heartbeat:
             held[run_id].lease_lost()
         for run_id in check.cancel_requested - check.lost:
             held[run_id].cancel_requested()
+
+    async def _forget(self, queue: Queue) -> None:
+        # Left behind if the database is down now: the reaper deletes it once it is stale.
+        try:
+            await queue.forget_worker(self._worker.worker_id)
+        except DatabaseUnavailable as exc:
+            log.warning("could not unregister the worker: %s", exc)
 
     def _expire_unrenewed(self, held: dict[uuid.UUID, LeaseHolder]) -> None:
         # Renewals start before the agent's first write and keep the margin of one interval.

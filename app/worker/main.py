@@ -6,14 +6,12 @@ import asyncio
 import contextlib
 import gc
 import logging
-import os
-import secrets
 import signal
-import socket
 
 from prometheus_client import start_http_server
 
 from app.db.engine import asyncpg_dsn, engine_for
+from app.domain import WorkerInfo
 from app.logs import configure_logging, log_context
 from app.queue import Queue
 from app.redact import Redactor
@@ -25,11 +23,6 @@ from app.worker.wakeup import Wakeup
 from app.worker.webhooks import sender_from_settings
 
 log = logging.getLogger(__name__)
-
-
-def new_worker_id() -> str:
-    """``host:pid:boot_id``; the boot id tells a restarted process from its predecessor."""
-    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
 def run_worker(settings: Settings, *, database_url: str, concurrency: int) -> int:
@@ -54,12 +47,13 @@ async def serve(
     settings: Settings, *, database_url: str, concurrency: int, stop: asyncio.Event
 ) -> None:
     """Claim and execute runs until ``stop`` is set; then drain within the grace period."""
-    worker_id = new_worker_id()
+    worker = WorkerInfo.start(slots=concurrency)
+    worker_id = worker.worker_id
     with log_context(worker_id=worker_id):
         engine = engine_for(database_url, settings, role="worker")
         queue = Queue.from_settings(engine, settings)
         heartbeat = Heartbeat(
-            database_url=database_url, lease_s=settings.lease_s, interval_s=settings.heartbeat_s
+            database_url=database_url, worker=worker, lease_s=settings.lease_s, interval_s=settings.heartbeat_s
         )
         runner = Runner(
             queue=queue,

@@ -147,7 +147,11 @@ def test_second_terminal_uses_the_dev_database(project: Path) -> None:
                 for _ in range(4)
             ]
             # One slot each: two workers hold leases at once only if the second one shares the database.
-            _wait(lambda: len(client.get("/admin/workers", headers=admin).json()["items"]) == 2, 60, "both workers leasing")
+            _wait(
+                lambda: sum(bool(w["leases"]) for w in client.get("/admin/workers", headers=admin).json()["items"]) == 2,
+                60,
+                "both workers leasing",
+            )
             _wait(
                 lambda: all(client.get(f"/runs/{i}", headers=tenant).json()["status"] == "done" for i in ids),
                 90,

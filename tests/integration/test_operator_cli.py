@@ -10,6 +10,7 @@ import uuid
 
 from sqlalchemy.engine import make_url
 
+from app.domain import WorkerInfo
 from app.queue import Queue
 from tests.conftest import _admin
 
@@ -30,8 +31,13 @@ async def test_runs_workers_stats_and_purge(queue: Queue, database_url: str) -> 
     table = runq(database_url, "runs", "list", "--status", "pending").stdout
     assert str(leased.id) in table and str(pending.id) not in table
 
-    workers = json.loads(runq(database_url, "workers", "--json").stdout)
-    assert [lease["run_id"] for lease in workers["host:1:abc"]] == [str(pending.id)]
+    idle = WorkerInfo.start(slots=2)
+    await queue.renew_leases({}, worker=idle)
+    workers = {w["worker_id"]: w for w in json.loads(runq(database_url, "workers", "--json").stdout)}
+    assert [lease["run_id"] for lease in workers["host:1:abc"]["leases"]] == [str(pending.id)]
+    assert (workers[idle.worker_id]["slots_in_use"], workers[idle.worker_id]["slots"]) == (0, 2)
+    table = runq(database_url, "workers").stdout.splitlines()
+    assert any(idle.worker_id in line and " 0/2 " in line and idle.version in line for line in table)
 
     stats = json.loads(runq(database_url, "stats", "--json").stdout)
     assert stats["by_status"]["pending"] == 1 and stats["by_status"]["leased"] == 1

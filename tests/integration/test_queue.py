@@ -27,10 +27,12 @@ from app.domain import (
     RunFinished,
     RunNotFound,
     Status,
+    WorkerInfo,
 )
 from app.queue import CLAIM_BATCH, EVENTS_CHANNEL, Ended, Queue
 
 CLAIM_PARAMS = {"worker_id": "w1", "limit": 32, "lease_s": 30.0}
+WORKER = WorkerInfo.start(slots=4)
 
 
 async def enqueue(queue: Queue, **overrides: object) -> uuid.UUID:
@@ -248,7 +250,7 @@ async def test_cancel_pending_is_immediate_leased_is_requested_terminal_refused(
     assert run.status is Status.LEASED and run.cancel_requested_at is not None
     again = await queue.request_cancel(leased, tenant_id="acme")  # a repeat while under way
     assert again.cancel_requested_at == run.cancel_requested_at
-    check = await queue.renew_leases({leased: claim.lease_id})
+    check = await queue.renew_leases({leased: claim.lease_id}, worker=WORKER)
     assert check.cancel_requested == {leased} and not check.lost
     final = await queue.finish(
         run_id=leased, lease_id=claim.lease_id, finish=Finish.cancelled(), events=[("message.delta", {"text": "par"})]
@@ -275,7 +277,7 @@ async def test_renew_reports_lost_leases(queue: Queue, engine: AsyncEngine) -> N
     await expire_lease(engine, lost)
     await queue.reap_expired()
     before = await queue.get_run(kept, tenant_id=None)
-    check = await queue.renew_leases(claims)
+    check = await queue.renew_leases(claims, worker=WORKER)
     assert check.lost == {lost} and not check.cancel_requested
     after = await queue.get_run(kept, tenant_id=None)
     assert after.locked_until and before.locked_until and after.locked_until >= before.locked_until
@@ -285,7 +287,7 @@ async def _assert_stale_claim_changes_nothing(queue: Queue, stale: Claim) -> Non
     run_id = stale.run.id
     before = await queue.get_run(run_id, tenant_id=None)
     before_events = await events_of(queue, run_id)
-    check = await queue.renew_leases({run_id: stale.lease_id})
+    check = await queue.renew_leases({run_id: stale.lease_id}, worker=WORKER)
     assert check.lost == {run_id}
     writes = [
         queue.append_events(run_id=run_id, lease_id=stale.lease_id, events=[("message.delta", {"text": "zombie"})]),

@@ -24,7 +24,7 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.engine import create_engine
-from app.domain import Status
+from app.domain import Status, WorkerInfo
 from app.queue import Queue
 from tests.worker_support import enqueue_demo, wait_until
 
@@ -67,7 +67,7 @@ async def test_a_worker_frozen_in_its_lease_renewal_does_not_keep_its_runs(datab
     run = await enqueue_demo(queue)
     [claim] = await queue.claim_batch(worker_id="frozen:1:x", limit=1)
 
-    with frozen_after(database_url, "renewed AS", lambda q: q.renew_leases({run.id: claim.lease_id})):
+    with frozen_after(database_url, "renewed AS", lambda q: q.renew_leases({run.id: claim.lease_id}, worker=WorkerInfo.start(slots=1))):
         started = time.monotonic()
 
         async def reaped() -> bool:

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.domain import Finish
+from app.domain import Finish, WorkerInfo
 from app.queue import Queue
 from app.worker.lease import Heartbeat
 from tests.worker_support import enqueue_demo, wait_until
@@ -40,7 +40,7 @@ class Holder:
 
 @pytest.fixture
 def heartbeat(database_url: str) -> Iterator[Heartbeat]:
-    with Heartbeat(database_url=database_url, lease_s=2.0, interval_s=INTERVAL_S) as beat:
+    with Heartbeat(database_url=database_url, worker=WorkerInfo.start(slots=1), lease_s=2.0, interval_s=INTERVAL_S) as beat:
         yield beat
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import re
 import shutil
@@ -153,6 +154,21 @@ def test_admin_requeues_from_the_run_page(tab_factory: Any, keys: Keys, api_clie
     expect(status_badge(page)).to_have_text("dead")
 
 
+def test_admin_sees_an_idle_worker(tab_factory: Any, keys: Keys) -> None:
+    admin: Tab = tab_factory()
+    admin.sign_in(keys.admin_key, "admin")
+    page = admin.page
+    page.get_by_role("link", name="Workers").click()
+    # The package's one worker (--concurrency 4); an earlier test's cancelled run may still be
+    # ending, so wait past a heartbeat or two for it to be idle.
+    idle = page.locator('article.worker[data-idle="true"]')
+    expect(idle).to_have_count(1, timeout=20_000)
+    expect(idle.locator(".worker-slots")).to_have_text("0/4 slots in use")
+    expect(idle).to_contain_text(f"runq {importlib.metadata.version('runq')}")
+    expect(idle).to_contain_text("Idle: waiting for work, no lease held.")
+    expect(idle.get_by_role("table")).to_have_count(0)
+
+
 def test_admin_sees_workers_and_queue_stats(
     tab_factory: Any, keys: Keys, api_client: httpx.Client
 ) -> None:
@@ -164,7 +180,9 @@ def test_admin_sees_workers_and_queue_stats(
         page.get_by_role("link", name="Workers").click()
         lease = page.locator(f'a[href="#/runs/{run["id"]}"]')
         expect(lease).to_be_visible()
-        expect(page.locator("article.worker").filter(has=lease)).to_contain_text(keys.tenant)
+        busy = page.locator("article.worker").filter(has=lease)
+        expect(busy).to_contain_text(keys.tenant)
+        expect(busy.locator(".worker-slots")).to_contain_text("/4 slots in use")
         admin.shot("workers")
 
         page.get_by_role("link", name="Stats").click()

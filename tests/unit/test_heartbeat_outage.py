@@ -6,6 +6,7 @@ import socket
 import threading
 import uuid
 
+from app.domain import WorkerInfo
 from app.worker.lease import Heartbeat
 
 
@@ -30,7 +31,7 @@ def closed_port() -> int:
 def test_unrenewable_lease_is_given_up_after_the_lease_time() -> None:
     url = f"postgresql://postgres@127.0.0.1:{closed_port()}/runq"
     holder = Holder()
-    with Heartbeat(database_url=url, lease_s=1.0, interval_s=0.2) as heartbeat:
+    with Heartbeat(database_url=url, worker=WorkerInfo.start(slots=1), lease_s=1.0, interval_s=0.2) as heartbeat:
         heartbeat.hold(uuid.uuid4(), holder)
         assert not holder.lost.wait(0.3)  # a short outage costs nothing
         assert holder.lost.wait(5.0)  # past the lease the run must stop

@@ -98,7 +98,8 @@ SELECT pg_advisory_xact_lock(hashtext('runq.claim'));
 SELECT EXISTS (SELECT 1 FROM tenant_limits WHERE max_inflight > 0);
 
 -- name: renew_leases
--- The heartbeat: extend every lease still held, in one statement; which were lost, which cancelled.
+-- The heartbeat: extend every lease still held and register the worker, in one statement;
+-- which leases were lost, which cancelled.
 WITH held AS (
     SELECT * FROM unnest(CAST(:run_ids AS uuid[]), CAST(:lease_ids AS uuid[])) AS h(run_id, lease_id)
 ), locked AS MATERIALIZED (
@@ -113,6 +114,13 @@ WITH held AS (
       FROM held, locked
      WHERE r.id = locked.id AND r.id = held.run_id AND r.lease_id = held.lease_id AND r.status = 'leased'
     RETURNING r.id, r.cancel_requested_at IS NOT NULL AS cancel_requested
+), registered AS (
+    -- a data-modifying CTE runs whether or not it is read, so an idle worker (no lease held) is
+    -- registered too; slots in use are the leases this beat kept, not the ones it asked for
+    INSERT INTO workers AS w (worker_id, host, pid, version, slots, slots_in_use, started_at, last_beat_at)
+    VALUES (:worker_id, :host, :pid, :version, :slots, (SELECT count(*) FROM renewed), now(), now())
+    ON CONFLICT (worker_id) DO UPDATE
+       SET slots_in_use = excluded.slots_in_use, last_beat_at = now()
 )
 SELECT held.run_id, renewed.id IS NOT NULL AS kept,
        coalesce(renewed.cancel_requested, false) AS cancel

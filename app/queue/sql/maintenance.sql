@@ -97,3 +97,7 @@ DELETE FROM agent_runs WHERE id IN (SELECT id FROM old);
 SELECT count(*) FROM agent_runs
  WHERE status IN ('done', 'dead', 'cancelled')
    AND finished_at < now() - make_interval(secs => :older_than_s);
+
+-- name: forget_stale_workers
+-- Worker rows whose process stopped beating for a lease (killed, frozen); a live one comes back.
+DELETE FROM workers WHERE last_beat_at < now() - make_interval(secs => :lease_s);
