@@ -24,7 +24,9 @@ MIN_CUTS = 1000
 FOLLOWERS = 50  # streams open at once
 # Multi-byte text, so that some cuts fall inside a character.
 DEMO = {"prompt": "zwölf Boxkämpfer jagen Viktor quer über den großen Sylter Deich ✓", "steps": 3, "step_s": 0.05}
-NO_WAIT = RetryPolicy(max_retries=12, backoff_s=0.01, max_backoff_s=0.1)
+# Enough tries that a run of cuts before the first byte (more of them on a loaded machine)
+# never exhausts them; the test counts gaps and duplicates, not tries.
+NO_WAIT = RetryPolicy(max_retries=60, backoff_s=0.01, max_backoff_s=0.1)
 
 
 def budgets(seed: int, most: int = 700) -> Any:
