@@ -20,10 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
-import weakref
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -32,89 +29,12 @@ from typing import Any
 import httpx
 
 from app.agents.base import FatalError, RetryableError, RunContext
+from app.agents.model_client import TransientModelError, model_connections
 from app.agents.tools import DEFAULT_TOOLS, Tool, ToolRegistry, ToolResult, invoke
-from app.metrics import MODEL_POOL_WAIT
 from app.redact import redact, redact_data
 from app.settings import Settings, get_settings
 
-_TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=30.0, pool=30.0)
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _ModelConnections]] = (
-    weakref.WeakKeyDictionary()
-)
-
 log = logging.getLogger(__name__)
-
-
-class _ModelConnections:
-    """The pooled client for one base URL and, when capped, the slots a model turn waits for."""
-
-    def __init__(self, base_url: str, limit: int | None) -> None:
-        limits = httpx.Limits(max_connections=limit, max_keepalive_connections=limit)
-        self.client = httpx.AsyncClient(base_url=base_url, timeout=_TIMEOUT, limits=limits)
-        self.limit = limit
-        self.waiting = 0  # turns queued for a slot right now
-        # In front of httpx's own pool (of the same size), which then never has to queue: a
-        # wait here is seen, timed and bounded.
-        self._slots = asyncio.Semaphore(limit) if limit else None
-
-    @asynccontextmanager
-    async def slot(self) -> AsyncIterator[httpx.AsyncClient]:
-        if self._slots is None:
-            yield self.client
-            return
-        if self._slots.locked():
-            await self._wait_for_slot(self._slots)
-        else:
-            await self._slots.acquire()
-        try:
-            yield self.client
-        finally:
-            self._slots.release()
-
-    async def _wait_for_slot(self, slots: asyncio.Semaphore) -> None:
-        started = time.monotonic()
-        self.waiting += 1
-        try:
-            async with asyncio.timeout(_TIMEOUT.pool):
-                await slots.acquire()
-        except TimeoutError:
-            raise _Transient(
-                f"no model connection free within {_TIMEOUT.pool:.0f} s"
-                f" (RUNQ_OPENAI_MAX_CONNECTIONS={self.limit})"
-            ) from None
-        finally:
-            self.waiting -= 1
-            waited = time.monotonic() - started
-            MODEL_POOL_WAIT.observe(waited)
-        log.warning(
-            "waited %.0f ms for a model connection (RUNQ_OPENAI_MAX_CONNECTIONS=%d in use)",
-            waited * 1000,
-            self.limit,
-        )
-
-
-def model_connections(base_url: str, limit: int | None) -> _ModelConnections:
-    """The process's connections to ``base_url`` on the running loop (a client is bound to its loop)."""
-    per_loop = _clients.setdefault(asyncio.get_running_loop(), {})
-    found = per_loop.get(base_url)
-    if found is None or found.client.is_closed:
-        found = per_loop[base_url] = _ModelConnections(base_url, limit)
-    return found
-
-
-async def close_shared_clients() -> None:
-    """Close the running loop's shared clients (worker shutdown, test teardown)."""
-    for found in _clients.pop(asyncio.get_running_loop(), {}).values():
-        await found.client.aclose()
-
-
-class _Transient(Exception):
-    """A model error worth retrying inside the run (connection, 429, 5xx)."""
-
-    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
 
 OPENAI_HOST = "://api.openai.com/"  # the one endpoint that always needs a key
 
@@ -263,7 +183,7 @@ class OpenAIAgent:
         while True:
             try:
                 return await self._stream(ctx, body)
-            except _Transient as exc:
+            except TransientModelError as exc:
                 tries += 1
                 wait = exc.retry_after
                 if wait is None:
@@ -304,18 +224,18 @@ class OpenAIAgent:
                         break
                     chunk = json.loads(payload)
                     if "error" in chunk:
-                        raise _Transient(f"error in stream: {_provider_message(chunk)}")
+                        raise TransientModelError(f"error in stream: {_provider_message(chunk)}")
                     for choice in chunk.get("choices") or ():
                         text = turn.add(choice.get("delta") or {})
                         if text:
                             await ctx.emit("message.delta", {"text": text})
                         turn.finished = turn.finished or choice.get("finish_reason") is not None
         except httpx.TransportError as exc:
-            raise _Transient(f"{type(exc).__name__}: {exc}") from exc
+            raise TransientModelError(f"{type(exc).__name__}: {exc}") from exc
         except json.JSONDecodeError as exc:
-            raise _Transient(f"malformed stream chunk: {exc}") from exc
+            raise TransientModelError(f"malformed stream chunk: {exc}") from exc
         if not turn.finished:
-            raise _Transient("stream ended before the turn finished")
+            raise TransientModelError("stream ended before the turn finished")
         return turn
 
 
@@ -323,7 +243,7 @@ def _http_error(response: httpx.Response) -> Exception:
     """408, 429 and 5xx are transient; any other status is the request's fault and fatal."""
     message = f"HTTP {response.status_code}: {_provider_message(_json_or_text(response))}"
     if response.status_code in (408, 429) or response.status_code >= 500:
-        return _Transient(message, retry_after=_retry_after(response.headers))
+        return TransientModelError(message, retry_after=_retry_after(response.headers))
     return FatalError(redact(f"model request failed with {message}"), code="model_error")
 
 

@@ -11,7 +11,8 @@ import pytest
 from prometheus_client import REGISTRY
 
 from app.agents.base import BudgetExceeded, FatalError, RetryableError, RunContext
-from app.agents.openai import OpenAIAgent, close_shared_clients, model_connections
+from app.agents.model_client import close_shared_clients, model_connections
+from app.agents.openai import OpenAIAgent
 from app.agents.tools import SHELL, ToolError, ToolRegistry
 from app.settings import Settings
 from tests.fakes import eventually
