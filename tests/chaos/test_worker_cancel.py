@@ -38,6 +38,9 @@ async def test_cancel_kills_a_running_shell_within_a_heartbeat(
     check_event_log(events)
     types = [e.type for e in events]
     # The partial work stays: the prompt, the shell's call, the request, then the terminal event.
-    assert "message.completed" in types
-    assert types[-3:] == ["tool.call", "run.cancel_requested", "run.cancelled"], types
+    # The request is stored when it is made; the worker's own events reach the log with its next
+    # batched write, so the request may sit before or after them, never after the terminal event.
+    worker_events = [t for t in types if t in ("message.completed", "tool.call")]
+    assert worker_events == ["message.completed", "tool.call"], types
+    assert types.count("run.cancel_requested") == 1 and types[-1] == "run.cancelled", types
     assert events[-1].data == {"reason": "user"}
