@@ -320,6 +320,7 @@ schedules = Table(
     Column("webhook", JSONB),
     Column("paused", Boolean, nullable=False, server_default=text("false")),
     Column("next_run_at", DateTime(timezone=True), nullable=False),
+    Column("last_run_id", UUID(as_uuid=True)),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=NOW),
     CheckConstraint("(cron IS NULL) <> (every_s IS NULL)", name="cron_or_every"),

@@ -27,7 +27,7 @@ from app.queue.channels import EVENTS as EVENTS_CHANNEL
 from app.queue.channels import RUNS as RUNS_CHANNEL
 from app.queue.channels import WEBHOOKS as WEBHOOKS_CHANNEL
 from app.queue.claims import CLAIM_BATCH, CLAIM_BATCH_CAPPED, Claims
-from app.queue.codec import NewEvents, request_hash
+from app.queue.codec import NewEvents, NewMessages, request_hash
 from app.queue.events import Appended, Events
 from app.queue.finish import FINISH_IF_LEASED, Ended, Endings
 from app.queue.maintenance import Maintenance
@@ -54,6 +54,7 @@ __all__ = [
     "DeliveryJob",
     "Ended",
     "NewEvents",
+    "NewMessages",
     "NewRun",
     "Queue",
     "QueueDepth",
