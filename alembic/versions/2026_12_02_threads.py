@@ -70,9 +70,9 @@ def upgrade() -> None:
         op.f("fk_agent_runs_thread_id_threads"), "agent_runs", "threads", ["thread_id"], ["id"], ondelete="CASCADE"
     )
     op.create_index(
-        "ix_agent_runs_thread_created",
+        "ix_agent_runs_thread_turn",
         "agent_runs",
-        ["thread_id", sa.text("created_at DESC"), sa.text("id DESC")],
+        ["thread_id", "thread_turn"],
         postgresql_where=sa.text("thread_id IS NOT NULL"),
     )
     op.create_index(
@@ -85,7 +85,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_index("ix_agent_runs_thread_inflight", table_name="agent_runs")
-    op.drop_index("ix_agent_runs_thread_created", table_name="agent_runs")
+    op.drop_index("ix_agent_runs_thread_turn", table_name="agent_runs")
     op.drop_constraint(op.f("fk_agent_runs_thread_id_threads"), "agent_runs", type_="foreignkey")
     op.drop_column("agent_runs", "thread_turn")
     op.drop_column("agent_runs", "thread_id")

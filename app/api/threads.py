@@ -102,11 +102,12 @@ async def get_thread(principal: Tenant, thread_id: ThreadIdPath, runtime: Runtim
     return ThreadOut.of(await runtime.queue.get_thread(thread_id, tenant_id=principal.tenant_id))
 
 
-def _message_cursor(cursor: str | None) -> int:
-    """A page of messages continues after an index; the cursor is that index as text."""
+def _position(cursor: str | None) -> int | None:
+    """Messages and a thread's runs page by position (an index, a turn): the cursor is that
+    number as text."""
     if cursor is None:
-        return -1
-    if not cursor.isascii() or not cursor.isdigit() or len(cursor) > 9:
+        return None
+    if not cursor.isascii() or not cursor.isdigit() or len(cursor) > 18:
         raise ApiProblem(400, "invalid_cursor", "the cursor is not one this API handed out")
     return int(cursor)
 
@@ -123,7 +124,7 @@ async def thread_messages(
 ) -> MessagePage:
     """The conversation, oldest first; ``index`` counts from 0 without gaps."""
     found = await runtime.queue.thread_messages(
-        thread_id, tenant_id=principal.tenant_id, after=_message_cursor(cursor), limit=limit + 1
+        thread_id, tenant_id=principal.tenant_id, after=_position(cursor) or -1, limit=limit + 1
     )
     page = found[:limit]
     return MessagePage(
@@ -136,14 +137,14 @@ async def thread_messages(
 async def thread_runs(
     principal: Tenant, thread_id: ThreadIdPath, runtime: RuntimeDep, limit: Limit = 50, cursor: Cursor = None
 ) -> RunPage:
-    """The thread's runs, newest first."""
+    """The thread's runs, newest (latest turn) first."""
     found = await runtime.queue.list_thread_runs(
-        thread_id, tenant_id=principal.tenant_id, limit=limit + 1, before=decode_cursor(cursor) if cursor else None
+        thread_id, tenant_id=principal.tenant_id, limit=limit + 1, before_turn=_position(cursor)
     )
     page = found[:limit]
     return RunPage(
-        items=[RunOut.of(r) for r in page],
-        next_cursor=encode_cursor(page[-1].created_at, page[-1].id) if len(found) > limit else None,
+        items=[RunOut.of(run) for _, run in page],
+        next_cursor=str(page[-1][0]) if len(found) > limit else None,
     )
 
 

@@ -151,11 +151,11 @@ Index(
     agent_runs.c.created_at,
     postgresql_where=text("on_disconnect = 'cancel' AND status IN ('pending', 'leased')"),
 )
+# A thread's runs by turn (its run list, its last run, the cascade of a thread's deletion).
 Index(
-    "ix_agent_runs_thread_created",
+    "ix_agent_runs_thread_turn",
     agent_runs.c.thread_id,
-    agent_runs.c.created_at.desc(),
-    agent_runs.c.id.desc(),
+    agent_runs.c.thread_turn,
     postgresql_where=text("thread_id IS NOT NULL"),
 )
 # The claim's turn check: only the runs of threads still in flight, never a thread's history.

@@ -9,7 +9,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.domain import Event, EventSlice, LeaseLost, Status
-from app.queue.codec import NewEvents, NewMessages, dumps, event_from_row, events_params, loads, messages_params
+from app.queue.codec import (
+    NewEvents,
+    NewMessages,
+    dumps,
+    event_from_row,
+    events_params,
+    loads,
+    messages_params,
+)
 from app.queue.statements import statement
 from app.queue.store import Store
 

@@ -45,6 +45,7 @@ WAITING_FOR_TURN = statement("waiting_for_turn")
 
 _INFINITY = datetime.max.replace(tzinfo=UTC)
 _LAST_ID = uuid.UUID(int=(1 << 128) - 1)
+_NO_TURN = 2**63 - 1  # above every turn
 # The cancel reason each strategy gives the runs it stops.
 CANCEL_REASONS = {Strategy.INTERRUPT: "interrupted", Strategy.ROLLBACK: "rolled_back"}
 
@@ -114,20 +115,14 @@ class Threads(Runs):
         return [loads(r.message) for r in rows]
 
     async def list_thread_runs(
-        self,
-        thread_id: uuid.UUID,
-        *,
-        tenant_id: str | None,
-        limit: int = 50,
-        before: tuple[datetime, uuid.UUID] | None = None,
-    ) -> list[Run]:
-        """The thread's runs, newest first, after the keyset cursor."""
-        before_at, before_id = before or (_INFINITY, _LAST_ID)
+        self, thread_id: uuid.UUID, *, tenant_id: str | None, limit: int = 50, before_turn: int | None = None
+    ) -> list[tuple[int, Run]]:
+        """The thread's runs with their turns, latest turn first, below ``before_turn``."""
         async with self._statement() as conn:
             await self._existing_thread(conn, thread_id, tenant_id)
-            params = {"thread_id": thread_id, "before_at": before_at, "before_id": before_id, "limit": limit}
+            params = {"thread_id": thread_id, "before_turn": before_turn or _NO_TURN, "limit": limit}
             rows = (await conn.execute(LIST_THREAD_RUNS, params)).all()
-        return [Run.from_row(r) for r in rows]
+        return [(r.thread_turn, Run.from_row(r)) for r in rows]
 
     async def enqueue_in_thread(
         self, thread_id: uuid.UUID, new: NewRun, *, strategy: Strategy = Strategy.ENQUEUE

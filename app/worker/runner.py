@@ -15,7 +15,14 @@ import time
 import uuid
 from datetime import UTC, datetime
 
-from app.agents.base import Agent, DeadlineExceeded, FatalError, RetryableError, ThreadView, load_agent
+from app.agents.base import (
+    Agent,
+    DeadlineExceeded,
+    FatalError,
+    RetryableError,
+    ThreadView,
+    load_agent,
+)
 from app.backoff import Backoff
 from app.domain import Claim, DatabaseUnavailable, Finish, LeaseLost, Run, Status
 from app.logs import log_context

@@ -13,8 +13,8 @@ RETURNING *, false AS busy, CAST(NULL AS uuid) AS last_run_id;
 -- The thread an earlier request with this idempotency key created, with its request digest.
 SELECT t.*, EXISTS (SELECT 1 FROM agent_runs r
                      WHERE r.thread_id = t.id AND r.status NOT IN ('done', 'dead', 'cancelled')) AS busy,
-       (SELECT r.id FROM agent_runs r WHERE r.thread_id = t.id
-         ORDER BY r.created_at DESC, r.id DESC LIMIT 1) AS last_run_id
+       (SELECT r.id FROM agent_runs r WHERE r.thread_id = t.id AND r.thread_id IS NOT NULL
+         ORDER BY r.thread_turn DESC LIMIT 1) AS last_run_id
   FROM threads t
  WHERE t.tenant_id = :tenant_id AND t.idempotency_key = :idempotency_key;
 
@@ -22,8 +22,8 @@ SELECT t.*, EXISTS (SELECT 1 FROM agent_runs r
 -- One thread, busy while a run of it is not terminal; a null tenant (operators) sees all.
 SELECT t.*, EXISTS (SELECT 1 FROM agent_runs r
                      WHERE r.thread_id = t.id AND r.status NOT IN ('done', 'dead', 'cancelled')) AS busy,
-       (SELECT r.id FROM agent_runs r WHERE r.thread_id = t.id
-         ORDER BY r.created_at DESC, r.id DESC LIMIT 1) AS last_run_id
+       (SELECT r.id FROM agent_runs r WHERE r.thread_id = t.id AND r.thread_id IS NOT NULL
+         ORDER BY r.thread_turn DESC LIMIT 1) AS last_run_id
   FROM threads t
  WHERE t.id = :thread_id AND (CAST(:tenant_id AS text) IS NULL OR t.tenant_id = :tenant_id);
 
@@ -38,8 +38,8 @@ SELECT t.* FROM threads t
 -- Newest first, after the keyset cursor (created_at, id) of the last row seen.
 SELECT t.*, EXISTS (SELECT 1 FROM agent_runs r
                      WHERE r.thread_id = t.id AND r.status NOT IN ('done', 'dead', 'cancelled')) AS busy,
-       (SELECT r.id FROM agent_runs r WHERE r.thread_id = t.id
-         ORDER BY r.created_at DESC, r.id DESC LIMIT 1) AS last_run_id
+       (SELECT r.id FROM agent_runs r WHERE r.thread_id = t.id AND r.thread_id IS NOT NULL
+         ORDER BY r.thread_turn DESC LIMIT 1) AS last_run_id
   FROM threads t
  WHERE (CAST(:tenant_id AS text) IS NULL OR t.tenant_id = :tenant_id)
    AND (t.created_at, t.id) < (:before_at, :before_id)
@@ -67,11 +67,10 @@ SELECT message FROM thread_messages
  ORDER BY idx;
 
 -- name: list_thread_runs
--- The thread's runs, newest first, after the keyset cursor (created_at, id) of the last row seen.
+-- The thread's runs, newest (latest turn) first, below the turn of the last row seen.
 SELECT * FROM agent_runs
- WHERE thread_id = :thread_id
-   AND (created_at, id) < (:before_at, :before_id)
- ORDER BY created_at DESC, id DESC
+ WHERE thread_id = :thread_id AND thread_id IS NOT NULL AND thread_turn < :before_turn
+ ORDER BY thread_turn DESC
  LIMIT :limit;
 
 -- name: roll_back_messages
