@@ -147,7 +147,7 @@ async def test_delete_is_409_while_busy_then_204_with_runs_gone(
         ("POST", "{thread}/runs", {"agent": "nope"}, 422, "unknown_agent"),
         ("POST", "{thread}/runs", {"agent": "demo", "input": {"prompt": "x" * 100_001}}, 422, "message_too_large"),
         ("POST", "{thread}/runs", {"agent": "demo", "input": {"messages": [{"role": "user", "content": "y" * 100_001}]}},
-         422, "message_too_large"),  # fmt: skip
+         422, "message_too_large"),
         ("GET", "/threads/not-a-uuid", None, 422, "invalid_id"),
         ("GET", "/threads/not-a-uuid/messages", None, 422, "invalid_id"),
         ("POST", "/threads/not-a-uuid/runs", {"agent": "demo"}, 422, "invalid_id"),
