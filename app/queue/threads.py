@@ -41,7 +41,6 @@ THREAD_HISTORY = statement("thread_history")
 LIST_THREAD_RUNS = statement("list_thread_runs")
 ROLL_BACK_MESSAGES = statement("roll_back_messages")
 DELETE_THREAD = statement("delete_thread")
-WAITING_FOR_TURN = statement("waiting_for_turn")
 
 _INFINITY = datetime.max.replace(tzinfo=UTC)
 _LAST_ID = uuid.UUID(int=(1 << 128) - 1)
@@ -158,11 +157,6 @@ class Threads(Runs):
             if (await conn.execute(INFLIGHT_THREAD_RUNS, {"thread_id": thread_id})).first() is not None:
                 raise ThreadBusy(str(thread_id))
             await conn.execute(DELETE_THREAD, {"thread_id": thread_id})
-
-    async def waiting_for_turn(self) -> int:
-        """Runs that are due but wait for an earlier run of their thread (a gauge)."""
-        async with self._statement() as conn:
-            return int((await conn.execute(WAITING_FOR_TURN)).scalar_one())
 
     async def _stop_inflight(
         self, conn: AsyncConnection, thread_id: uuid.UUID, run_ids: list[uuid.UUID], strategy: Strategy

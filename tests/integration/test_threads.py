@@ -97,7 +97,7 @@ async def test_a_run_waits_for_every_earlier_run_of_its_thread_and_other_threads
     elsewhere = await thread_run(queue, other)
     claims = await queue.claim_batch(worker_id="w1", limit=10)
     assert {c.run.id for c in claims} == {first, elsewhere}
-    assert await queue.waiting_for_turn() == 1
+    assert (await queue.queue_depth()).waiting_for_turn == 1
     retried = next(c for c in claims if c.run.id == first)
     await queue.finish(run_id=first, lease_id=retried.lease_id, finish=Finish.retry("flaky", "again"))
     assert await queue.claim_batch(worker_id="w1", limit=10) == []  # pending again, still first in line
@@ -107,7 +107,7 @@ async def test_a_run_waits_for_every_earlier_run_of_its_thread_and_other_threads
     assert again.run.id == first
     await queue.finish(run_id=first, lease_id=again.lease_id, finish=Finish.done({}))
     assert (await claim_one(queue)).run.id == second
-    assert await queue.waiting_for_turn() == 0
+    assert (await queue.queue_depth()).waiting_for_turn == 0
 
 
 async def test_the_claim_checks_turns_through_the_partial_index_not_the_history(

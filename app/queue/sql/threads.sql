@@ -93,11 +93,3 @@ UPDATE threads
 -- name: delete_thread
 -- Delete an idle thread; its messages and runs (and their events) go by cascade.
 DELETE FROM threads WHERE id = :thread_id;
-
--- name: waiting_for_turn
--- Runs due but held back by an earlier run of their thread (a metric: /metrics).
-SELECT count(*) FROM agent_runs r
- WHERE r.status = 'pending' AND r.thread_id IS NOT NULL AND r.available_at <= now()
-   AND EXISTS (SELECT 1 FROM agent_runs p
-                WHERE p.thread_id = r.thread_id AND p.thread_id IS NOT NULL
-                  AND p.thread_turn < r.thread_turn AND p.status NOT IN ('done', 'dead', 'cancelled'));
