@@ -25,7 +25,7 @@ from app.api.schemas import (
     ThreadPage,
 )
 from app.api.webhooks import UrlGuardDep
-from app.domain import Strategy
+from app.domain import Status, Strategy
 from app.metrics import RUNS_CREATED, count_ending
 from app.queue import request_hash
 
@@ -135,11 +135,16 @@ async def thread_messages(
 
 @router.get("/threads/{thread_id}/runs", response_model=RunPage, responses=problems(400, 401, 404, 422, 503))
 async def thread_runs(
-    principal: Tenant, thread_id: ThreadIdPath, runtime: RuntimeDep, limit: Limit = 50, cursor: Cursor = None
+    principal: Tenant,
+    thread_id: ThreadIdPath,
+    runtime: RuntimeDep,
+    status: Status | None = None,
+    limit: Limit = 50,
+    cursor: Cursor = None,
 ) -> RunPage:
     """The thread's runs, newest (latest turn) first."""
     found = await runtime.queue.list_thread_runs(
-        thread_id, tenant_id=principal.tenant_id, limit=limit + 1, before_turn=_position(cursor)
+        thread_id, tenant_id=principal.tenant_id, status=status, limit=limit + 1, before_turn=_position(cursor)
     )
     page = found[:limit]
     return RunPage(

@@ -114,12 +114,23 @@ class Threads(Runs):
         return [loads(r.message) for r in rows]
 
     async def list_thread_runs(
-        self, thread_id: uuid.UUID, *, tenant_id: str | None, limit: int = 50, before_turn: int | None = None
+        self,
+        thread_id: uuid.UUID,
+        *,
+        tenant_id: str | None,
+        status: Status | None = None,
+        limit: int = 50,
+        before_turn: int | None = None,
     ) -> list[tuple[int, Run]]:
         """The thread's runs with their turns, latest turn first, below ``before_turn``."""
         async with self._statement() as conn:
             await self._existing_thread(conn, thread_id, tenant_id)
-            params = {"thread_id": thread_id, "before_turn": before_turn or _NO_TURN, "limit": limit}
+            params = {
+                "thread_id": thread_id,
+                "status": status.value if status else None,
+                "before_turn": before_turn or _NO_TURN,
+                "limit": limit,
+            }
             rows = (await conn.execute(LIST_THREAD_RUNS, params)).all()
         return [(r.thread_turn, Run.from_row(r)) for r in rows]
 

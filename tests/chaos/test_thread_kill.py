@@ -1,5 +1,5 @@
 """Threads under SIGKILL: three workers, 12 threads of 4 demo runs each, a worker killed every
-1-2 s and restarted. Every thread's runs still execute one at a time in creation order, and
+0.7-1.5 s and restarted. Every thread's runs still execute one at a time in creation order, and
 every history holds each run's two messages exactly once, in order."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ async def test_threads_keep_their_order_and_their_histories_under_sigkill(
     for n in range(RUNS_PER_THREAD):  # interleaved across threads, as users would send them
         for t, thread_id in enumerate(threads):
             prompt = f"thread {t} message {n}"
-            input = {"prompt": prompt, "steps": 3, "step_s": rng.choice([0.05, 0.1]), "fail_attempts": int(n == 1)}
+            input = {"prompt": prompt, "steps": 4, "step_s": rng.choice([0.15, 0.25]), "fail_attempts": int(n == 1)}
             new = NewRun(tenant_id="t1", agent="demo", input=input, max_attempts=12)
             run, _, _ = await queue.enqueue_in_thread(thread_id, new, strategy=Strategy.ENQUEUE)
             prompts[thread_id].append(prompt)
@@ -52,7 +52,7 @@ async def test_threads_keep_their_order_and_their_histories_under_sigkill(
 
     kills = 0
     deadline = time.monotonic() + 150
-    next_kill = time.monotonic() + rng.uniform(1, 2)
+    next_kill = time.monotonic() + rng.uniform(0.7, 1.5)
     while await unfinished(engine):
         assert time.monotonic() < deadline, f"runs still unfinished after {kills} kills"
         if time.monotonic() >= next_kill and kills < MAX_KILLS:
@@ -60,9 +60,9 @@ async def test_threads_keep_their_order_and_their_histories_under_sigkill(
             workers[victim].sigkill()
             workers[victim] = spawn_worker(concurrency=4, ready=False)
             kills += 1
-            next_kill = time.monotonic() + rng.uniform(1, 2)
+            next_kill = time.monotonic() + rng.uniform(0.7, 1.5)
         await asyncio.sleep(0.1)
-    assert kills >= 5, "the runs finished before the chaos really started"
+    assert kills >= 4, "the runs finished before the chaos really started"
 
     async with engine.connect() as conn:
         rows = await conn.execute(

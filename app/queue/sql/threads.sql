@@ -70,6 +70,7 @@ SELECT message FROM thread_messages
 -- The thread's runs, newest (latest turn) first, below the turn of the last row seen.
 SELECT * FROM agent_runs
  WHERE thread_id = :thread_id AND thread_id IS NOT NULL AND thread_turn < :before_turn
+   AND (CAST(:status AS text) IS NULL OR status = :status)
  ORDER BY thread_turn DESC
  LIMIT :limit;
 
