@@ -1,4 +1,4 @@
-"""Threads under SIGKILL: three workers, 12 threads of 4 demo runs each, a worker killed every
+"""Threads under SIGKILL: three workers, 12 threads of 5 demo runs each, a worker killed every
 0.7-1.5 s and restarted. Every thread's runs still execute one at a time in creation order, and
 every history holds each run's two messages exactly once, in order."""
 
@@ -8,7 +8,7 @@ import asyncio
 import random
 import time
 from collections import defaultdict
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pytest
 from sqlalchemy import text
@@ -21,9 +21,14 @@ from tests.chaos.conftest import SpawnWorker, WorkerProcess
 pytestmark = pytest.mark.chaos
 
 THREADS = 12
-RUNS_PER_THREAD = 4
+RUNS_PER_THREAD = 5
 WORKERS = 3
 MAX_KILLS = 8
+# An event's created_at is its statement's now(), taken before the statement is planned and its
+# snapshot taken: on a loaded machine a claim's now() can precede, by milliseconds, the ending it
+# already saw committed. Two runs of one thread leased at once would overlap by a whole attempt
+# (five steps of 0.15 s and more), far beyond this.
+CLOCK_SLACK = timedelta(milliseconds=100)
 
 
 async def unfinished(engine: AsyncEngine) -> int:
@@ -43,12 +48,14 @@ async def test_threads_keep_their_order_and_their_histories_under_sigkill(
     for n in range(RUNS_PER_THREAD):  # interleaved across threads, as users would send them
         for t, thread_id in enumerate(threads):
             prompt = f"thread {t} message {n}"
-            input = {"prompt": prompt, "steps": 4, "step_s": rng.choice([0.15, 0.25]), "fail_attempts": int(n == 1)}
+            input = {"prompt": prompt, "steps": 5, "step_s": rng.choice([0.15, 0.25]), "fail_attempts": int(n == 1)}
             new = NewRun(tenant_id="t1", agent="demo", input=input, max_attempts=12)
             run, _, _ = await queue.enqueue_in_thread(thread_id, new, strategy=Strategy.ENQUEUE)
             prompts[thread_id].append(prompt)
             order[thread_id].append(run.id)
-    workers: list[WorkerProcess] = [spawn_worker(concurrency=4) for _ in range(WORKERS)]
+    workers: list[WorkerProcess] = [spawn_worker(concurrency=4, ready=False) for _ in range(WORKERS)]
+    for worker in workers:  # started together: the chaos begins while the threads are young
+        worker.wait_ready()
 
     kills = 0
     deadline = time.monotonic() + 150
@@ -77,7 +84,7 @@ async def test_threads_keep_their_order_and_their_histories_under_sigkill(
         assert [r.status for r in runs] == [Status.DONE] * RUNS_PER_THREAD, [(r.status, r.error_code) for r in runs]
         # each run started only after every event of the run before it: never two at once, in order
         for earlier, later in zip(order[thread_id], order[thread_id][1:], strict=False):
-            assert spans[earlier][1] <= spans[later][0], (earlier, later)
+            assert spans[earlier][1] <= spans[later][0] + CLOCK_SLACK, (earlier, later)
         messages = await queue.thread_messages(thread_id, tenant_id="t1", limit=1000)
         expected = [
             {"role": role, "content": prompt} for prompt in prompts[thread_id] for role in ("user", "assistant")
