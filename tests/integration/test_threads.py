@@ -262,6 +262,16 @@ async def test_an_attempt_that_fails_before_its_checkpoint_adds_no_message(queue
     assert await history(queue, thread_id) == []
 
 
+async def test_a_failed_attempt_of_a_run_asked_to_stop_adds_no_message(queue: Queue) -> None:
+    thread_id = await new_thread(queue)
+    run_id = await thread_run(queue, thread_id)
+    claim = await claim_one(queue)
+    await queue.request_cancel(run_id, tenant_id=TENANT)
+    await queue.finish_many([Ended(run_id, claim.lease_id, Finish.retry("flaky", "boom"), (), (user("lost"),))])
+    assert (await queue.get_run(run_id, tenant_id=TENANT)).status is Status.CANCELLED
+    assert await history(queue, thread_id) == []
+
+
 async def test_a_lost_lease_writes_no_message(queue: Queue) -> None:
     thread_id = await new_thread(queue)
     await thread_run(queue, thread_id)

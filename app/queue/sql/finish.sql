@@ -104,14 +104,14 @@ WITH f AS (
       FROM t
     RETURNING run_id
 ), mt AS (
-    -- threads (§8): an ending writes the messages added since the last checkpoint only when it
-    -- ends the run done or cancelled (not rolled back); a retry resumes from that checkpoint
-    -- and adds them again, a failed attempt adds none
+    -- threads (§8): an ending writes the messages added since the last checkpoint only when the
+    -- agent finished or was stopped (done, cancelled; not rolled back): a retry resumes from
+    -- that checkpoint and adds them again, a failed attempt adds none (even one then cancelled)
     SELECT t.thread_id, m.run_id, m.message,
            row_number() OVER (PARTITION BY t.thread_id ORDER BY t.id, m.ord) AS k,
            count(*) OVER (PARTITION BY t.thread_id) AS n
       FROM t JOIN m ON m.run_id = t.id
-     WHERE t.thread_id IS NOT NULL AND t.status IN ('done', 'cancelled')
+     WHERE t.thread_id IS NOT NULL AND t.ending IN ('done', 'cancelled')
        AND t.cancel_reason IS DISTINCT FROM 'rolled_back'
 ), counted AS (
     -- threads (§8)
