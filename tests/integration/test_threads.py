@@ -348,3 +348,12 @@ async def test_another_tenants_thread_is_not_found(queue: Queue) -> None:
         with pytest.raises(ThreadNotFound):
             await call
     assert await queue.list_threads(tenant_id=TENANT) == []
+
+
+async def test_capped_claims_keep_each_thread_in_order_too(engine: AsyncEngine) -> None:
+    queue = Queue(engine, tenant_max_inflight=10)
+    thread_id = await new_thread(queue)
+    first = await thread_run(queue, thread_id)
+    await thread_run(queue, thread_id)
+    claims = await queue.claim_batch(worker_id="w1", limit=5)
+    assert [c.run.id for c in claims] == [first]

@@ -12,7 +12,7 @@ WITH f AS (
                          CAST(:error_messages AS text[]))
         AS f(run_id, lease_id, ending, output, error_code, error_message)
 ), m AS (
-    -- threads (§8): the messages each run added since its last checkpoint
+    -- threads (§8): the messages each run added since its last checkpoint, ord their order
     SELECT x.run_id, x.message, x.ord
       FROM unnest(CAST(:message_run_ids AS uuid[]), CAST(:messages AS jsonb[]))
               WITH ORDINALITY AS x(run_id, message, ord)
@@ -114,14 +114,15 @@ WITH f AS (
      WHERE t.thread_id IS NOT NULL AND t.ending IN ('done', 'cancelled')
        AND t.cancel_reason IS DISTINCT FROM 'rolled_back'
 ), counted AS (
-    -- threads (§8)
+    -- threads (§8): each thread's message count moves past its new messages (the row lock
+    -- taken in thread_locked makes the numbering gapless)
     UPDATE threads th
        SET message_count = th.message_count + c.n, updated_at = now()
       FROM (SELECT thread_id, max(n) AS n FROM mt GROUP BY thread_id) c
      WHERE th.id = c.thread_id
     RETURNING th.id, th.message_count - c.n AS first_idx
 ), added AS (
-    -- threads (§8)
+    -- threads (§8): the messages, numbered after the thread's history
     INSERT INTO thread_messages (thread_id, idx, role, message, run_id)
     SELECT mt.thread_id, counted.first_idx + mt.k - 1, mt.message ->> 'role', mt.message, mt.run_id
       FROM mt JOIN counted ON counted.id = mt.thread_id

@@ -218,3 +218,31 @@ async def test_a_two_message_conversation_with_the_demo_agent(
     ]
     shown = (await client.get(f"/threads/{thread['id']}", headers=alice)).json()
     assert (shown["status"], shown["message_count"], shown["last_run_id"]) == ("idle", 4, runs[1]["id"])
+
+
+@pytest.mark.parametrize(("strategy", "kept"), [("interrupt", ["a long answer", "no, this", "no, this"]), ("rollback", ["no, this", "no, this"])])
+async def test_interrupt_and_rollback_stop_a_running_run_through_its_worker(
+    client: httpx.AsyncClient, alice: dict[str, str], database_url: str, strategy: str, kept: list[str]
+) -> None:
+    thread = await new_thread(client, alice)
+    async with in_process_worker(database_url):
+        long = (await post_run(client, alice, thread["id"], input={"prompt": "a long answer", "steps": 100, "step_s": 0.2})).json()
+
+        async def stored_its_user_message() -> bool:
+            page = (await client.get(f"/threads/{thread['id']}/messages", headers=alice)).json()
+            return len(page["items"]) == 1
+
+        await wait_for(stored_its_user_message, within=20)
+        new = (await post_run(client, alice, thread["id"], input={"prompt": "no, this", "steps": 1, "step_s": 0}, multitask_strategy=strategy)).json()
+
+        async def new_run_done() -> dict[str, Any] | None:
+            run = (await client.get(f"/runs/{new['id']}", headers=alice)).json()
+            return run if run["status"] == "done" else None
+
+        await wait_for(new_run_done, within=30)
+    stopped = (await client.get(f"/runs/{long['id']}", headers=alice)).json()
+    reason = {"interrupt": "interrupted", "rollback": "rolled_back"}[strategy]
+    assert (stopped["status"], stopped["cancel_reason"]) == ("cancelled", reason)
+    messages = (await client.get(f"/threads/{thread['id']}/messages", headers=alice)).json()["items"]
+    assert [m["content"] for m in messages] == kept
+    assert [m["index"] for m in messages] == list(range(len(kept)))
