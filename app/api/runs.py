@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Header, Query, Request, Response, status
 from sse_starlette import EventSourceResponse
@@ -177,6 +177,11 @@ async def run_events(
     runtime: RuntimeDep,
     after: Annotated[int, Query(ge=0, le=MAX_SEQ, description="resume after this seq")] = 0,
     limit: Annotated[int, Query(ge=1, le=1000, description="page size of the JSON form")] = 100,
+    keepalive: Annotated[
+        Literal["comment", "event"],
+        Query(description="how the stream's keep-alive is sent: a comment, or an event `ping` "
+              "(no id) that a browser EventSource can see"),
+    ] = "comment",
     last_event_id: Annotated[str | None, Header(max_length=20)] = None,
 ) -> EventPage | EventSourceResponse:
     """Replay the run's events after the cursor, then follow live ones until the run ends."""
@@ -195,6 +200,7 @@ async def run_events(
         presence=runtime.presence,
         poll_s=runtime.settings.poll_s,
         ping_s=runtime.sse_ping_s,
+        ping_event=keepalive == "event",
     )
 
 
