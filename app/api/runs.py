@@ -222,7 +222,7 @@ async def run_events(
 
 
 @router.post(
-    "/runs/{run_id}/stream-token", response_model=StreamToken, responses=problems(401, 404, 422, 503)
+    "/runs/{run_id}/stream-token", response_model=StreamToken, responses=problems(400, 401, 404, 413, 422, 503)
 )
 async def create_stream_token(
     principal: Tenant,

@@ -1,0 +1,91 @@
+"""Waits at the queue layer (docs/waits.md): the waiting ending is fenced like every other, a
+holder from before the wait writes nothing after the resume, and the webhook outbox announces
+``run.waiting`` to a subscriber."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.domain import Finish, LeaseLost, NotWaiting, RunNotFound, Status, Wait
+from app.queue import Queue
+from tests.worker_support import check_event_log
+
+
+def a_wait(**fields: object) -> Wait:
+    return Wait(**({"name": "approval", "occurrence": 1, "payload": {"q": "ok?"}, "timeout_s": 60.0} | fields))  # type: ignore[arg-type]
+
+
+async def test_zombie_from_before_the_wait_writes_nothing_after_the_resume(queue: Queue) -> None:
+    run, _ = await queue.enqueue(tenant_id="t1", agent="demo", input={})
+    (before,) = await queue.claim_batch(worker_id="w1", limit=1)
+    wait = a_wait(checkpoint={"state": {"step": 1}, "waits": {}})
+    waited = await queue.finish(
+        run_id=run.id, lease_id=before.lease_id, finish=Finish.waiting(wait), events=[("tool.call", {"n": 1})]
+    )
+    assert waited.status is Status.WAITING
+
+    # A second holder of the same old claim (the zombie) cannot write while it waits ...
+    with pytest.raises(LeaseLost):
+        await queue.append_events(run_id=run.id, lease_id=before.lease_id, events=[("message.delta", {"text": "x"})])
+    with pytest.raises(LeaseLost):
+        await queue.finish(run_id=run.id, lease_id=before.lease_id, finish=Finish.waiting(a_wait(occurrence=2)))
+
+    resumed = await queue.resume(run.id, tenant_id="t1", value={"approved": True}, waitpoint_id=wait.waitpoint_id)
+    assert resumed.run.status is Status.PENDING and resumed.waitpoint_id == wait.waitpoint_id
+    (after,) = await queue.claim_batch(worker_id="w2", limit=1)
+    assert after.resume_state == {"state": {"step": 1}, "waits": {}}
+    assert after.lease_id != before.lease_id
+
+    # ... nor after the resume, once another claim holds the run.
+    with pytest.raises(LeaseLost):
+        await queue.append_events(run_id=run.id, lease_id=before.lease_id, events=[("message.delta", {"text": "x"})])
+    with pytest.raises(LeaseLost):
+        await queue.finish(run_id=run.id, lease_id=before.lease_id, finish=Finish.done({"zombie": True}))
+    recorded = await queue.find_waitpoint(run_id=run.id, name="approval", occurrence=1)
+    assert recorded is not None and recorded.value == {"approved": True} and not recorded.timed_out
+    done = await queue.finish(run_id=run.id, lease_id=after.lease_id, finish=Finish.done({"ok": True}))
+    assert done.status is Status.DONE and done.output == {"ok": True}
+
+    events = await queue.read_events(run.id)
+    check_event_log(events)
+    assert [e.type for e in events] == [
+        "run.queued", "run.started", "tool.call", "run.waiting", "run.resumed", "run.started", "run.completed",
+    ]  # fmt: skip
+    assert [e.attempt for e in events] == [0, 1, 1, 1, 1, 2, 2]
+
+
+async def test_a_cancel_requested_before_the_wait_is_written_cancels(queue: Queue) -> None:
+    run, _ = await queue.enqueue(tenant_id="t1", agent="demo", input={})
+    (claim,) = await queue.claim_batch(worker_id="w1", limit=1)
+    await queue.request_cancel(run.id, tenant_id="t1")
+    ended = await queue.finish(run_id=run.id, lease_id=claim.lease_id, finish=Finish.waiting(a_wait()))
+    assert ended.status is Status.CANCELLED
+    assert (await queue.get_run(run.id, tenant_id=None)).waitpoint is None
+    assert await queue.find_waitpoint(run_id=run.id, name="approval", occurrence=1) is None
+
+
+async def test_resume_errors(queue: Queue) -> None:
+    with pytest.raises(RunNotFound):
+        await queue.resume(uuid.uuid4(), tenant_id="t1", value=1)
+    run, _ = await queue.enqueue(tenant_id="t1", agent="demo", input={})
+    with pytest.raises(NotWaiting):
+        await queue.resume(run.id, tenant_id="t1", value=1)
+    with pytest.raises(RunNotFound):
+        await queue.resume(run.id, tenant_id="t2", value=1)
+
+
+async def test_run_waiting_is_announced_to_a_webhook_subscriber(queue: Queue, engine: AsyncEngine) -> None:
+    webhook = {"url": "https://hooks.example.test/runq", "events": ["run.waiting", "run.completed"]}
+    run, _ = await queue.enqueue(tenant_id="t1", agent="demo", input={}, webhook=webhook)
+    silent, _ = await queue.enqueue(tenant_id="t1", agent="demo", input={})
+    for claim in await queue.claim_batch(worker_id="w1", limit=2):
+        await queue.finish(run_id=claim.run.id, lease_id=claim.lease_id, finish=Finish.waiting(a_wait()))
+    async with engine.connect() as conn:
+        rows = (await conn.execute(text("SELECT run_id, event_type, event_seq FROM webhook_deliveries"))).all()
+    waiting = await queue.get_run(run.id, tenant_id=None)
+    assert [(r.run_id, r.event_type, r.event_seq) for r in rows] == [(run.id, "run.waiting", waiting.last_event_seq)]
+    assert silent.id not in {r.run_id for r in rows}
