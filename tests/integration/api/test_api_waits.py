@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client import REGISTRY
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -198,3 +199,36 @@ async def test_resume_scoped_token_for_that_run_only(
     assert done.output["resumed_with"] == "yes"
     bad_scope = await client.post(f"/runs/{first['id']}/stream-token", json={"scopes": ["write"]}, headers=alice)
     assert bad_scope.status_code == 422
+
+
+async def test_interactive_run_waiting_with_nobody_watching_is_abandoned(database_url: str, queue: Queue) -> None:
+    run, _ = await queue.enqueue(
+        tenant_id="t1", agent="demo", input={"steps": 0, "wait": "input"}, on_disconnect="cancel", disconnect_grace_s=1.0
+    )
+    async with in_process_worker(database_url):
+        done = await wait_finished(queue, run.id)
+    assert (done.status, done.cancel_reason) == (Status.CANCELLED, "abandoned")
+    kinds = await event_types(queue, str(run.id))
+    assert kinds[-3:] == ["run.waiting", "run.cancel_requested", "run.cancelled"]
+
+
+async def test_metrics_count_waits_and_resumes(worker: None, client: httpx.AsyncClient, alice: dict[str, str], queue: Queue) -> None:
+    def sample(name: str, **labels: str) -> float:
+        return REGISTRY.get_sample_value(name, labels) or 0.0
+
+    before = {k: sample(*k) for k in [("runq_waits_total",), ("runq_wait_seconds_count",)]}
+    resumed_before = sample("runq_resumes_total", outcome="value")
+    refused_before = sample("runq_resumes_total", outcome="not_waiting")
+    run = await create_run(client, alice, input={"steps": 0, "wait": "input"})
+    await waiting(client, alice, run["id"])
+    assert (await queue.queue_depth()).waiting == 1
+    assert sample("runq_waits_total") == before[("runq_waits_total",)] + 1
+    assert (await resume(client, alice, run["id"], value=1)).status_code == 202
+    assert (await resume(client, alice, run["id"], value=2)).status_code == 409
+    assert sample("runq_resumes_total", outcome="value") == resumed_before + 1
+    assert sample("runq_resumes_total", outcome="not_waiting") == refused_before + 1
+    assert sample("runq_wait_seconds_count") == before[("runq_wait_seconds_count",)] + 1
+    await wait_finished(queue, uuid.UUID(run["id"]))
+    assert (await queue.queue_depth()).waiting == 0
+    scrape = (await client.get("/metrics")).text
+    assert 'runq_queue_depth{status="waiting"}' in scrape
