@@ -51,7 +51,7 @@ class WaitTimedOut(FatalError):
     code = "wait_timed_out"
 
 
-class WaitRequested(BaseException):  # noqa: N818 - a signal, not an error
+class WaitRequested(BaseException):
     """Raised by ``ctx.wait_for`` when the wait has no recorded value yet: the attempt ends
     waiting. A ``BaseException``, so an agent's ``except Exception`` cannot swallow it."""
 

@@ -190,18 +190,22 @@ class EventPage(BaseModel):
 TokenScope = Literal["read", "resume"]
 
 
+def _read_only() -> list[TokenScope]:
+    return ["read"]
+
+
 class StreamTokenRequest(BaseModel):
     """``POST /runs/{id}/stream-token``: what the token may do (``resume``: docs/waits.md)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    scopes: Annotated[list[TokenScope], Field(min_length=1, max_length=2)] = Field(default_factory=lambda: ["read"])
+    scopes: Annotated[list[TokenScope], Field(min_length=1, max_length=2)] = Field(default_factory=_read_only)
 
 
 class StreamToken(BaseModel):
     token: str
     expires_at: datetime
-    scopes: list[TokenScope] = Field(default_factory=lambda: ["read"])
+    scopes: list[TokenScope] = Field(default_factory=_read_only)
 
 
 class ResumeRun(BaseModel):

@@ -19,12 +19,11 @@ import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from app.api.schemas import StreamToken
+from app.api.schemas import StreamToken, TokenScope
 from app.domain import Run
 from app.settings import Settings
 
-
-DEFAULT_SCOPES = ("read",)
+DEFAULT_SCOPES: tuple[TokenScope, ...] = ("read",)
 
 
 class InvalidToken(Exception):
@@ -63,7 +62,7 @@ def issue_token(
     return f"{payload}.{_sign(secret, payload)}", datetime.fromtimestamp(expires, UTC)
 
 
-def stream_token(run: Run, settings: Settings, scopes: Sequence[str] = DEFAULT_SCOPES) -> StreamToken:
+def stream_token(run: Run, settings: Settings, scopes: Sequence[TokenScope] = DEFAULT_SCOPES) -> StreamToken:
     """The ``POST …/stream-token`` answer for ``run`` (tenant and admin routes alike)."""
     token, expires_at = issue_token(
         settings.secret_key or "",

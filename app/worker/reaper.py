@@ -12,7 +12,14 @@ import logging
 import random
 
 from app.domain import DatabaseUnavailable
-from app.metrics import REAPER_RESCUES, RESUMES, RUNS_PURGED, SCHEDULE_RUNS, WAIT_SECONDS, count_ending
+from app.metrics import (
+    REAPER_RESCUES,
+    RESUMES,
+    RUNS_PURGED,
+    SCHEDULE_RUNS,
+    WAIT_SECONDS,
+    count_ending,
+)
 from app.queue import Queue
 
 log = logging.getLogger(__name__)
