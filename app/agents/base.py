@@ -45,6 +45,9 @@ class DeadlineExceeded(FatalError):
     code = "deadline_exceeded"
 
 
+MAX_WAIT_S = 366 * 86400.0  # the longest timeout_s a wait may ask for
+
+
 class WaitTimedOut(FatalError):
     """``ctx.wait_for`` was not resumed before its ``timeout_s``; uncaught, the run is dead."""
 

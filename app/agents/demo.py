@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from app.agents.base import FatalError, RetryableError, RunContext, WaitTimedOut
+from app.agents.base import MAX_WAIT_S, FatalError, RetryableError, RunContext, WaitTimedOut
 
 DEFAULT_WAIT_TIMEOUT_S = 3600.0
 
@@ -42,10 +42,17 @@ class DemoInput:
                 shell=str(raw["shell"]) if raw.get("shell") else None,
                 effect=str(raw["effect"]) if raw.get("effect") else None,
                 wait=str(raw["wait"]) if raw.get("wait") else None,
-                wait_timeout_s=max(float(raw.get("wait_timeout_s", DEFAULT_WAIT_TIMEOUT_S)), 0.0),
+                wait_timeout_s=_seconds(raw.get("wait_timeout_s", DEFAULT_WAIT_TIMEOUT_S)),
             )
         except (TypeError, ValueError) as exc:
             raise FatalError(f"invalid demo input: {exc}", code="invalid_input") from exc
+
+
+def _seconds(value: Any) -> float:
+    seconds = float(value)
+    if not 0 <= seconds <= MAX_WAIT_S:
+        raise ValueError(f"wait_timeout_s must be between 0 and {MAX_WAIT_S:g}")
+    return seconds
 
 
 class DemoAgent:

@@ -33,7 +33,7 @@ from typing import Any
 
 import httpx
 
-from app.agents.base import FatalError, RetryableError, RunContext, WaitTimedOut
+from app.agents.base import MAX_WAIT_S, FatalError, RetryableError, RunContext, WaitTimedOut
 from app.agents.model_client import TransientModelError, model_connections
 from app.agents.tools import DEFAULT_TOOLS, Tool, ToolRegistry, ToolResult, invoke
 from app.redact import redact, redact_data
@@ -308,7 +308,9 @@ def _request_base(input: Mapping[str, Any], settings: Settings) -> dict[str, Any
 
 def _approve_tools(value: Any, timeout_s: Any) -> frozenset[str] | None:
     """``approve_tools``: ``None`` (no approvals), or the gated names; empty means every tool ("*")."""
-    if timeout_s is not None and (isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or timeout_s <= 0):
+    if timeout_s is not None and (
+        isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or not 0 < timeout_s <= MAX_WAIT_S
+    ):
         raise FatalError("`approval_timeout_s` must be a positive number of seconds", code="invalid_input")
     if value is None:
         return None

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
-from app.agents.base import Agent, BudgetExceeded, WaitRequested, WaitTimedOut
+from app.agents.base import MAX_WAIT_S, Agent, BudgetExceeded, WaitRequested, WaitTimedOut
 from app.domain import Claim, DatabaseUnavailable, Finish, Finished, LeaseLost, Wait
 from app.metrics import EVENTS_APPENDED
 from app.queue import Queue
@@ -237,6 +237,8 @@ class Attempt:
         or end the attempt waiting for it."""
         if not name:
             raise ValueError("a wait needs a name")
+        if timeout_s is not None and not 0 <= timeout_s <= MAX_WAIT_S:  # NaN too
+            raise ValueError(f"timeout_s must be between 0 and {MAX_WAIT_S:g} seconds")
         json.dumps(payload)  # a payload that cannot be stored fails here, not in the batched ending
         occurrence = self._waits.get(name, 0) + 1
         self._waits[name] = occurrence

@@ -232,3 +232,9 @@ async def test_metrics_count_waits_and_resumes(worker: None, client: httpx.Async
     assert (await queue.queue_depth()).waiting == 0
     scrape = (await client.get("/metrics")).text
     assert 'runq_queue_depth{status="waiting"}' in scrape
+
+
+async def test_a_wait_longer_than_a_year_is_refused(worker: None, queue: Queue) -> None:
+    run, _ = await queue.enqueue(tenant_id="t1", agent="demo", input={"steps": 0, "wait": "x", "wait_timeout_s": 1e12})
+    dead = await wait_finished(queue, run.id)
+    assert (dead.status, dead.error_code) == (Status.DEAD, "invalid_input")
