@@ -59,7 +59,7 @@ async def test_stats_and_tenant_limits(queue: Queue) -> None:
     assert await queue.tenant_limit("acme") == 3
     assert await queue.tenant_limit("nobody") is None
     stats = await queue.stats()
-    assert stats.by_status == {"pending": 0, "leased": 0, "done": 0, "dead": 0, "cancelled": 0}
+    assert stats.by_status == {"pending": 0, "leased": 0, "waiting": 0, "done": 0, "dead": 0, "cancelled": 0}
     assert stats.oldest_pending_age_s == 0 and stats.dead_last_hour == 0
 
 
