@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.domain import Finish, LeaseLost, NotWaiting, RunNotFound, Status, Wait
 from app.queue import Queue
+from app.queue.statements import statement
 from tests.worker_support import check_event_log
 
 
@@ -89,3 +90,38 @@ async def test_run_waiting_is_announced_to_a_webhook_subscriber(queue: Queue, en
     waiting = await queue.get_run(run.id, tenant_id=None)
     assert [(r.run_id, r.event_type, r.event_seq) for r in rows] == [(run.id, "run.waiting", waiting.last_event_seq)]
     assert silent.id not in {r.run_id for r in rows}
+
+
+async def test_neither_the_claim_nor_the_reaper_reads_waiting_runs(engine: AsyncEngine) -> None:
+    """Waiting runs are in no index the claim or the lease reaper walks; the time-outs read
+    only open waitpoints past their expiry."""
+    async with engine.begin() as conn:
+        await conn.execute(
+            text(
+                "INSERT INTO agent_runs (tenant_id, agent, max_attempts, status, waitpoint)"
+                " SELECT 'acme', 'demo', 3, 'waiting', '{}'::jsonb FROM generate_series(1, 5000)"
+            )
+        )
+        await conn.execute(
+            text(
+                "INSERT INTO waitpoints (waitpoint_id, run_id, name, occurrence, expires_at, attempt)"
+                " SELECT gen_random_uuid(), id, 'w', 1, now() + interval '1 hour', 1 FROM agent_runs"
+            )
+        )
+        await conn.execute(text("ANALYZE agent_runs"))
+        await conn.execute(text("ANALYZE waitpoints"))
+        plans = {}
+        for name, params in [
+            ("claim_batch", {"worker_id": "w1", "limit": 32, "lease_s": 30.0}),
+            ("reap_expired", {"batch": 500, "aging_s": 60.0}),
+            ("due_waitpoints", {"batch": 500}),
+        ]:
+            rows = await conn.execute(text("EXPLAIN (ANALYZE, BUFFERS) " + statement(name).text), params)
+            plans[name] = "\n".join(r[0] for r in rows)
+        await conn.rollback()  # EXPLAIN ANALYZE ran the statements: nothing of them stays
+    assert "Index Scan using ix_agent_runs_claim" in plans["claim_batch"], plans["claim_batch"]
+    assert "ix_agent_runs_leased" in plans["reap_expired"], plans["reap_expired"]
+    assert "ix_waitpoints_expires_at" in plans["due_waitpoints"], plans["due_waitpoints"]
+    for name, plan in plans.items():
+        assert "Seq Scan on agent_runs" not in plan and "Seq Scan on waitpoints" not in plan, (name, plan)
+        assert "rows=5000" not in plan, (name, plan)
