@@ -144,10 +144,10 @@ class OpenAIAgent:
         for call in messages[last].get("tool_calls") or ():
             if call["id"] in done:
                 continue
-            ctx.count_tool_call()
             key = f"openai:{turn_number}:{call['id']}"
             needs_approval = gated is not None and (not gated or call["function"]["name"] in gated)
             denied = await _approval(ctx, call) if needs_approval else None
+            ctx.count_tool_call()  # after the wait: the resumed attempt comes back through it
             if denied is not None:
                 await ctx.emit("tool.call", _call_event(call))
                 result = ToolResult(denied, is_error=True)

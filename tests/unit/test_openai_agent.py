@@ -484,3 +484,13 @@ async def test_approve_everything_and_time_out(server: FakeOpenAI, agent: Agent)
 async def test_bad_approval_input_is_fatal(server: FakeOpenAI, agent: Agent, bad: dict[str, Any]) -> None:
     with pytest.raises(FatalError):
         await agent.run(FakeRunContext({"prompt": "x", "approve_tools": ["shell"]} | bad))
+
+
+async def test_a_wait_does_not_count_the_gated_call_twice(server: FakeOpenAI, agent: Agent) -> None:
+    server.script(calls(ToolCall("c1", "record", {"note": "n"})), answer("ok"))
+    first = FakeRunContext(APPROVAL_INPUT, budget={"max_tool_calls": 1})
+    await _asks_approval(agent, first)
+    assert first.tool_calls == 0
+    resumed = first.resume({"approved": True})
+    assert await agent.run(resumed) == {"text": "ok"}
+    assert resumed.tool_calls == 1
