@@ -251,15 +251,14 @@ class Attempt:
 
     def _wait(self, wait: WaitRequested) -> Wait:
         """The waiting ending, with the checkpoint the resumed attempt starts from: the last one
-        stored (its state and waits passed), with the budget counters as they are now."""
-        checkpoint = {**self._stored, **self.usage, "waits": dict(self._stored.get("waits") or {})}
-        checkpoint.setdefault("state", None)
+        stored, whole (state, budget counters, waits passed), since the resumed attempt runs the
+        agent's code after it again and counts what it counts again."""
         return Wait(
             name=wait.name,
             occurrence=wait.occurrence,
             payload=self._redactor.data(wait.payload),
             timeout_s=wait.timeout_s,
-            checkpoint=checkpoint,
+            checkpoint={"state": None, **self._stored},
         )
 
     # -- effects, tools, budget -------------------------------------------------------------

@@ -201,11 +201,20 @@ async def test_resume_scoped_token_for_that_run_only(
     assert bad_scope.status_code == 422
 
 
-async def test_interactive_run_waiting_with_nobody_watching_is_abandoned(database_url: str, queue: Queue) -> None:
+async def test_interactive_run_waiting_with_nobody_watching_is_abandoned(
+    database_url: str, queue: Queue, engine: AsyncEngine
+) -> None:
     run, _ = await queue.enqueue(
-        tenant_id="t1", agent="demo", input={"steps": 0, "wait": "input"}, on_disconnect="cancel", disconnect_grace_s=1.0
+        tenant_id="t1", agent="demo", input={"steps": 0, "wait": "input"}, on_disconnect="cancel", disconnect_grace_s=3600
     )
     async with in_process_worker(database_url):
+
+        async def is_waiting() -> bool:
+            return (await queue.get_run(run.id, tenant_id=None)).status is Status.WAITING
+
+        await wait_until(is_waiting, within=15, what="the run to wait")
+        async with engine.begin() as conn:  # the grace window passes in SQL
+            await conn.execute(text("UPDATE agent_runs SET disconnect_grace_s = 0 WHERE id = :id"), {"id": run.id})
         done = await wait_finished(queue, run.id)
     assert (done.status, done.cancel_reason) == (Status.CANCELLED, "abandoned")
     kinds = await event_types(queue, str(run.id))
