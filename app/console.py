@@ -76,6 +76,7 @@ _QUEUE_ERRORS: dict[str, str] = {
     "RunFinished": "run {} has already finished",
     "NotRequeueable": "run {} is neither dead nor cancelled, so it cannot be requeued",
     "NotWaiting": "run {} is not waiting (or that waitpoint is no longer its open one)",
+    "ThreadNotFound": "no thread with id {}",
 }
 
 

@@ -7,7 +7,7 @@ open waitpoint as run JSON shows it (null otherwise), ``agent_runs.wait_count`` 
 ended in a wait: ``attempts - wait_count`` is what ``max_attempts`` counts.
 
 Revision ID: 0009
-Revises: 0007
+Revises: 0008
 Create Date: 2026-12-02
 """
 
@@ -18,7 +18,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision = "0009"
-down_revision = "0007"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 

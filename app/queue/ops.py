@@ -35,6 +35,7 @@ class QueueDepth:
     leased: int
     oldest_pending_age_s: float
     waiting: int = 0
+    waiting_for_turn: int = 0  # due runs held back by an earlier run of their thread
 
 
 class Ops(Store):
@@ -72,6 +73,7 @@ class Ops(Store):
             leased=row.leased,
             oldest_pending_age_s=float(row.oldest_pending_age_s),
             waiting=row.waiting,
+            waiting_for_turn=row.waiting_for_turn,
         )
 
     async def set_tenant_limit(self, *, tenant_id: str, max_inflight: int) -> None:

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from app.agents.base import BudgetExceeded, WaitRequested, WaitTimedOut
+from app.agents.base import BudgetExceeded, ThreadView, WaitRequested, WaitTimedOut
 
 T = TypeVar("T")
 
@@ -38,6 +38,7 @@ class FakeRunContext:
         attempt: int = 1,
         resume_state: Any = None,
         effects: dict[str, Any] | None = None,
+        thread: ThreadView | None = None,
         waits: dict[tuple[str, int], Any] | None = None,
         passed: dict[str, int] | None = None,
     ) -> None:
@@ -47,6 +48,8 @@ class FakeRunContext:
         self.input = input
         self.budget = budget or {}
         self.resume_state = resume_state
+        self.thread = thread
+        self.messages: list[dict[str, Any]] = []  # what add_messages was given, in order
         self.events: list[tuple[str, dict[str, Any]]] = []
         self.checkpoints: list[Any] = []
         self.effects = effects if effects is not None else {}
@@ -67,6 +70,7 @@ class FakeRunContext:
             attempt=self.attempt + 1,
             resume_state=state,
             effects=self.effects,
+            thread=self.thread,
             waits=self.waits,
             passed=self._stored_passed,
         )
@@ -109,6 +113,9 @@ class FakeRunContext:
         if value is TIMED_OUT:
             raise WaitTimedOut(f"the wait {name!r} timed out")
         return value
+
+    async def add_messages(self, messages: Any) -> None:
+        self.messages.extend(copy.deepcopy([dict(m) for m in messages]))
 
     async def effect(self, key: str, fn: Callable[[], Awaitable[T]]) -> T:
         if key not in self.effects:
