@@ -10,8 +10,17 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.domain import Finish, LeaseLost, NotWaiting, RunNotFound, Status, Wait
-from app.queue import Queue
+from app.domain import (
+    Finish,
+    LeaseLost,
+    NotWaiting,
+    RunNotFound,
+    Status,
+    Strategy,
+    ThreadBusy,
+    Wait,
+)
+from app.queue import Appended, NewRun, Queue
 from app.queue.statements import statement
 from tests.worker_support import check_event_log
 
@@ -125,3 +134,54 @@ async def test_neither_the_claim_nor_the_reaper_reads_waiting_runs(engine: Async
     for name, plan in plans.items():
         assert "Seq Scan on agent_runs" not in plan and "Seq Scan on waitpoints" not in plan, (name, plan)
         assert "rows=5000" not in plan, (name, plan)
+
+
+# -- threads (docs/threads.md) and waits ---------------------------------------------------
+
+
+async def _waiting_thread_run(queue: Queue, *, message: str) -> tuple[uuid.UUID, uuid.UUID, uuid.UUID]:
+    """A thread whose run waits, after a checkpoint that added ``message``; and a run queued behind it."""
+    thread, _ = await queue.create_thread(tenant_id="t1", metadata={})
+    first, _, _ = await queue.enqueue_in_thread(thread.id, NewRun(tenant_id="t1", agent="demo", input={}))
+    behind, _, _ = await queue.enqueue_in_thread(thread.id, NewRun(tenant_id="t1", agent="demo", input={}))
+    (claim,) = await queue.claim_batch(worker_id="w1", limit=5)  # the run behind waits for its turn
+    assert claim.run.id == first.id
+    written = await queue.append_events_many(
+        [Appended(first.id, claim.lease_id, (), {"s": 1}, ({"role": "user", "content": message},))]
+    )
+    assert first.id in written
+    await queue.finish(run_id=first.id, lease_id=claim.lease_id, finish=Finish.waiting(a_wait()))
+    return thread.id, first.id, behind.id
+
+
+async def test_a_waiting_run_keeps_its_thread_busy_and_its_turn(queue: Queue) -> None:
+    thread_id, first, behind = await _waiting_thread_run(queue, message="hello")
+    assert (await queue.get_thread(thread_id, tenant_id="t1")).busy
+    assert await queue.claim_batch(worker_id="w2", limit=5) == []  # the next turn waits for the wait
+    with pytest.raises(ThreadBusy):
+        await queue.enqueue_in_thread(thread_id, NewRun(tenant_id="t1", agent="demo", input={}), strategy=Strategy.REJECT)
+    await queue.resume(first, tenant_id="t1", value=1)
+    (again,) = await queue.claim_batch(worker_id="w2", limit=5)  # the resumed run, not the one behind
+    assert again.run.id == first
+    await queue.finish(run_id=first, lease_id=again.lease_id, finish=Finish.done({}))
+    assert (await queue.claim_batch(worker_id="w2", limit=5))[0].run.id == behind
+
+
+@pytest.mark.parametrize(("strategy", "reason", "kept"), [(Strategy.INTERRUPT, "interrupted", 1), (Strategy.ROLLBACK, "rolled_back", 0)])
+async def test_interrupt_and_rollback_cancel_a_waiting_run_at_once(
+    queue: Queue, strategy: Strategy, reason: str, kept: int
+) -> None:
+    thread_id, first, behind = await _waiting_thread_run(queue, message="before the wait")
+    new, created, cancelled_now = await queue.enqueue_in_thread(
+        thread_id, NewRun(tenant_id="t1", agent="demo", input={}), strategy=strategy
+    )
+    assert created and {r.id for r in cancelled_now} == {first, behind}
+    for run_id in (first, behind):
+        run = await queue.get_run(run_id, tenant_id="t1")
+        assert (run.status, run.cancel_reason, run.waitpoint) == (Status.CANCELLED, reason, None)
+    assert [e.type for e in await queue.read_events(first)][-3:] == ["run.waiting", "run.cancel_requested", "run.cancelled"]
+    with pytest.raises(NotWaiting):
+        await queue.resume(first, tenant_id="t1", value=1)
+    assert (await queue.get_thread(thread_id, tenant_id="t1")).message_count == kept
+    (nxt,) = await queue.claim_batch(worker_id="w2", limit=5)  # the thread is free at once
+    assert nxt.run.id == new.id
