@@ -84,7 +84,9 @@ async def test_lost_lease_stops_the_agent_and_kills_its_shell(
 
     (stolen,) = await wait_until(steal, within=10, what="the thief's claim")
     stolen_at = time.monotonic()
-    assert stolen.run.id == run.id and stolen.run.attempts == 2
+    # attempts may be 3: on a loaded machine the old worker can notice the lost lease, free its
+    # slot and claim the run again between two tries of the steal; the thief's claim is later.
+    assert stolen.run.id == run.id and stolen.run.attempts >= 2
 
     # Within a heartbeat the old worker kills the shell and stops the agent.
     await wait_until(
