@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import Row
 
 from app.domain import Claim, LeaseCheck, Run, WorkerInfo
+from app.queue import channels
 from app.queue.codec import loads
 from app.queue.statements import statement
 from app.queue.store import Store
@@ -86,6 +87,7 @@ class Claims(Store):
             "pid": worker.pid,
             "version": worker.version,
             "slots": worker.slots,
+            "wake_channel": channels.wake(worker.worker_id),
         }
         async with self._tx() as conn:
             await conn.execute(BOUND_IDLE_TRANSACTION, self._idle_bound())

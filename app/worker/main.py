@@ -68,6 +68,7 @@ async def serve(
         sender = sender_from_settings(queue, settings)
         wakeup = Wakeup(
             asyncpg_dsn(settings.listen_database_url or database_url),
+            worker_id=worker_id,
             on_new_run=runner.wake,
             on_cancel=runner.cancel_requested,
             on_webhook=sender.wake,

@@ -1,6 +1,10 @@
 """The worker's one LISTEN connection: new runs wake the claim loop, cancels reach runs at once,
 new webhook deliveries wake the sender.
 
+New runs arrive on two channels: the worker's own (``channels.wake``), notified when
+``runq_wake_workers()`` picked its free slots for them, so one new run wakes one idle worker
+and not the fleet; and the broadcast one, for when the registry shows too few free slots.
+
 NOTIFY only wakes; the table stays the truth, and the claim loop and the heartbeat poll it
 anyway, so a notification lost while the connection was down costs latency, never a run.
 """
@@ -23,6 +27,7 @@ class Wakeup:
         self,
         dsn: str,
         *,
+        worker_id: str,
         on_new_run: Callable[[], None],
         on_cancel: Callable[[uuid.UUID], None],
         on_webhook: Callable[[], None] | None = None,
@@ -30,6 +35,7 @@ class Wakeup:
         max_backoff_s: float = 10.0,
     ) -> None:
         self._dsn = dsn
+        self._own_channel = channels.wake(worker_id)
         self._on_new_run = on_new_run
         self._on_cancel = on_cancel
         self._on_webhook = on_webhook
@@ -37,7 +43,11 @@ class Wakeup:
         self._max_backoff_s = max_backoff_s
 
     async def run(self) -> None:
-        handlers = {channels.RUNS: lambda _payload: self._on_new_run(), channels.CANCEL: self._cancel}
+        handlers = {
+            channels.RUNS: lambda _payload: self._on_new_run(),
+            self._own_channel: lambda _payload: self._on_new_run(),
+            channels.CANCEL: self._cancel,
+        }
         if self._on_webhook is not None:
             on_webhook = self._on_webhook
             handlers[channels.WEBHOOKS] = lambda _payload: on_webhook()

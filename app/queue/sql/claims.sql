@@ -23,6 +23,11 @@ WITH picked AS (
     SELECT id, last_event_seq, 'run.started', jsonb_build_object('attempt', attempts), attempts
       FROM claimed
     RETURNING run_id
+), registered AS (
+    -- the worker's slots in use as of this claim (:limit were free), so that runq_wake_workers
+    -- picks workers that have room; a data-modifying CTE runs whether or not it is read
+    UPDATE workers SET slots_in_use = greatest(slots - CAST(:limit AS int), 0) + (SELECT count(*) FROM claimed)
+     WHERE worker_id = :worker_id
 ), notified AS MATERIALIZED (
     -- One NOTIFY per 150 runs ("<run_id>:<last_seq>" joined by commas, under 8,000 bytes),
     -- not one per run: each costs the committing backend and every listening session.
@@ -80,6 +85,11 @@ WITH inflight AS (
     SELECT id, last_event_seq, 'run.started', jsonb_build_object('attempt', attempts), attempts
       FROM claimed
     RETURNING run_id
+), registered AS (
+    -- the worker's slots in use as of this claim (:limit were free), so that runq_wake_workers
+    -- picks workers that have room; a data-modifying CTE runs whether or not it is read
+    UPDATE workers SET slots_in_use = greatest(slots - CAST(:limit AS int), 0) + (SELECT count(*) FROM claimed)
+     WHERE worker_id = :worker_id
 ), notified AS MATERIALIZED (
     SELECT pg_notify('${events_channel}', string_agg(n.id::text || ':' || n.last_event_seq, ',')) AS sent
       FROM (SELECT id, last_event_seq, (row_number() OVER ()) / 150 AS chunk FROM claimed) n
@@ -117,8 +127,10 @@ WITH held AS (
 ), registered AS (
     -- a data-modifying CTE runs whether or not it is read, so an idle worker (no lease held) is
     -- registered too; slots in use are the leases this beat kept, not the ones it asked for
-    INSERT INTO workers AS w (worker_id, host, pid, version, slots, slots_in_use, started_at, last_beat_at)
-    VALUES (:worker_id, :host, :pid, :version, :slots, (SELECT count(*) FROM renewed), now(), now())
+    INSERT INTO workers AS w (worker_id, host, pid, version, slots, slots_in_use, started_at, last_beat_at,
+                              wake_channel)
+    VALUES (:worker_id, :host, :pid, :version, :slots, (SELECT count(*) FROM renewed), now(), now(),
+            :wake_channel)
     ON CONFLICT (worker_id) DO UPDATE
        SET slots_in_use = excluded.slots_in_use, last_beat_at = now()
 )

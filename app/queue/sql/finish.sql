@@ -98,8 +98,8 @@ WITH f AS (
      GROUP BY n.chunk
 ), woken AS MATERIALIZED (
     -- released runs are claimable at once: wake idle workers instead of waiting for their poll
-    SELECT pg_notify('${runs_channel}', '') AS sent
-     WHERE EXISTS (SELECT 1 FROM t WHERE t.ending = 'released' AND t.status = 'pending')
+    -- (retries with a backoff are not: their available_at is ahead, the poll finds them)
+    SELECT runq_wake_workers((SELECT count(*) FROM t WHERE t.ending = 'released' AND t.status = 'pending')) AS sent
 )
 SELECT t.id, t.status, t.attempts, t.output, t.available_at, t.updated_at, t.finished_at,
        t.locked_by, t.locked_until, t.error_code, t.error_message, t.cancel_reason, t.last_event_seq
