@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import Row
 
-from app.domain import Claim, LeaseCheck, Run, WorkerInfo
+from app.domain import Claim, ClaimBatch, LeaseCheck, Run, WorkerInfo
 from app.queue import channels
 from app.queue.codec import loads
 from app.queue.statements import statement
@@ -33,10 +33,10 @@ BOUND_IDLE_TRANSACTION = statement("bound_idle_transaction")
 
 
 class Claims(Store):
-    async def claim_batch(self, *, worker_id: str, limit: int) -> list[Claim]:
+    async def claim_batch(self, *, worker_id: str, limit: int) -> ClaimBatch:
         """Lease up to ``limit`` runs (SKIP LOCKED) and append each one's ``run.started``."""
         if limit <= 0:
-            return []
+            return ClaimBatch()
         params = {"worker_id": worker_id, "limit": limit, "lease_s": self.lease_s}
         capped = await self._caps_apply()
         rows: list[Row[Any]] = []
@@ -54,10 +54,12 @@ class Claims(Store):
         else:
             async with self._statement() as conn:
                 rows += (await conn.execute(CLAIM_BATCH, params)).all()
-        return [
+        batch = ClaimBatch(
             Claim(run=Run.from_row(r), lease_id=r._mapping["lease_id"], resume_state=loads(r._mapping["resume_state"]))
             for r in rows
-        ]
+        )
+        batch.more = bool(rows) and rows[-1]._mapping["more"]
+        return batch
 
     async def _caps_apply(self) -> bool:
         if self.tenant_max_inflight > 0:

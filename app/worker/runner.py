@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 
 from app.agents.base import Agent, DeadlineExceeded, FatalError, load_agent
 from app.backoff import Backoff
-from app.domain import Claim, DatabaseUnavailable, Finish, LeaseLost, Run, Status
+from app.domain import Claim, ClaimBatch, DatabaseUnavailable, Finish, LeaseLost, Run, Status
 from app.logs import log_context
 from app.metrics import CLAIM_LATENCY, LEASES_LOST, PICKUP_LATENCY, RUNS_CLAIMED, count_ending
 from app.queue import Queue
@@ -58,8 +58,9 @@ class Runner:
         self._attempts: dict[uuid.UUID, Attempt] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
-        # The last claim found fewer runs than it asked for: a freed slot then waits for a
-        # NOTIFY or the poll instead of claiming from an empty queue once per finished run.
+        # The last claim found fewer runs than it asked for, or none left besides them: a freed
+        # slot then waits for a NOTIFY or the poll instead of claiming from an empty queue once
+        # per finished run (its ending tells the registry the slot is free, for the wake-ups).
         self._drained = False
         self._stopping = False
 
@@ -101,7 +102,7 @@ class Runner:
                     await self._sleep(wait)
                     continue
                 backoff.reset()
-                self._drained = len(claims) < free
+                self._drained = len(claims) < free or not claims.more
                 for claim in claims:
                     self._start(claim)
             await self._sleep(self._poll_s)
@@ -112,7 +113,7 @@ class Runner:
             async with asyncio.timeout(seconds):
                 await self._wake.wait()
 
-    async def _claim(self, limit: int) -> list[Claim]:
+    async def _claim(self, limit: int) -> ClaimBatch:
         started = time.perf_counter()
         claims = await self._queue.claim_batch(worker_id=self._worker_id, limit=limit)
         CLAIM_LATENCY.observe(time.perf_counter() - started)

@@ -36,7 +36,11 @@ WITH picked AS (
      GROUP BY n.chunk
 )
 -- notified is referenced here, so that its NOTIFY is evaluated
-SELECT c.*, ck.state AS resume_state
+SELECT c.*, ck.state AS resume_state,
+       -- runnable runs left besides these: a slot that frees claims again only then
+       EXISTS (SELECT 1 FROM agent_runs p
+                WHERE p.status = 'pending' AND p.available_at <= now() AND p.cancel_requested_at IS NULL
+                  AND NOT EXISTS (SELECT 1 FROM claimed WHERE claimed.id = p.id)) AS more
   FROM claimed c LEFT JOIN run_checkpoints ck ON ck.run_id = c.id
  WHERE (SELECT count(*) FROM notified) >= 0;
 
@@ -95,7 +99,11 @@ WITH inflight AS (
       FROM (SELECT id, last_event_seq, (row_number() OVER ()) / 150 AS chunk FROM claimed) n
      GROUP BY n.chunk
 )
-SELECT c.*, ck.state AS resume_state
+SELECT c.*, ck.state AS resume_state,
+       -- runnable runs left besides these: a slot that frees claims again only then
+       EXISTS (SELECT 1 FROM agent_runs p
+                WHERE p.status = 'pending' AND p.available_at <= now() AND p.cancel_requested_at IS NULL
+                  AND NOT EXISTS (SELECT 1 FROM claimed WHERE claimed.id = p.id)) AS more
   FROM claimed c LEFT JOIN run_checkpoints ck ON ck.run_id = c.id
  WHERE (SELECT count(*) FROM notified) >= 0;
 
