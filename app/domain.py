@@ -239,6 +239,7 @@ class LeaseCheck:
 
     lost: frozenset[uuid.UUID]
     cancel_requested: frozenset[uuid.UUID]
+    idle_workers: int = 1  # registered workers with a free slot, this one included once it has
 
 
 @dataclass(frozen=True, slots=True)

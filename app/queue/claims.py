@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import Row
 
 from app.domain import Claim, ClaimBatch, LeaseCheck, Run, WorkerInfo
-from app.queue import channels
+from app.queue.channels import wake
 from app.queue.codec import loads
 from app.queue.statements import statement
 from app.queue.store import Store
@@ -76,8 +76,8 @@ class Claims(Store):
         """Extend every lease this worker still holds and register the worker, in one statement.
 
         Called with no lease too: the beat keeps an idle worker's row alive. Returns the runs
-        whose lease is lost (the worker must stop them and write nothing more) and the runs
-        with a cancel request.
+        whose lease is lost (the worker must stop them and write nothing more), the runs
+        with a cancel request, and the number of registered workers with a free slot.
         """
         ordered = sorted(leases)  # a fixed lock order across workers' batches
         params = {
@@ -89,12 +89,14 @@ class Claims(Store):
             "pid": worker.pid,
             "version": worker.version,
             "slots": worker.slots,
-            "wake_channel": channels.wake(worker.worker_id),
+            "wake_channel": wake(worker.worker_id),
         }
         async with self._tx() as conn:
             await conn.execute(BOUND_IDLE_TRANSACTION, self._idle_bound())
             rows = (await conn.execute(RENEW_LEASES, params)).all()
+        held = [r for r in rows if r.run_id is not None]
         return LeaseCheck(
-            lost=frozenset(r.run_id for r in rows if not r.kept),
-            cancel_requested=frozenset(r.run_id for r in rows if r.cancel),
+            lost=frozenset(r.run_id for r in held if not r.kept),
+            cancel_requested=frozenset(r.run_id for r in held if r.cancel),
+            idle_workers=int(rows[0].idle_workers),
         )

@@ -51,6 +51,8 @@ class Heartbeat:
         self._renewed_at: dict[uuid.UUID, float] = {}  # monotonic time of the last renewal
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
+        # registered workers with a free slot, as of the last beat (read by the claim loop)
+        self.idle_workers = 1
 
     def hold(self, run_id: uuid.UUID, holder: LeaseHolder) -> None:
         with self._lock:
@@ -113,6 +115,7 @@ class Heartbeat:
             self._expire_unrenewed(held)
             return
         HEARTBEAT_DURATION.observe(time.perf_counter() - started)
+        self.idle_workers = check.idle_workers
         renewed_at = time.monotonic()
         with self._lock:
             for run_id in held.keys() - check.lost:

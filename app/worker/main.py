@@ -72,6 +72,7 @@ async def serve(
             on_new_run=runner.wake,
             on_cancel=runner.cancel_requested,
             on_webhook=sender.wake,
+            on_listening=runner.listening,
         )
         log.info("worker started with %d slots", concurrency)
         try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import time
 import uuid
 from datetime import UTC, datetime
@@ -63,6 +64,7 @@ class Runner:
         # per finished run (its ending tells the registry the slot is free, for the wake-ups).
         self._drained = False
         self._stopping = False
+        self._listening = False  # this worker's LISTEN session is up (app/worker/wakeup.py)
 
     # -- signals from outside --------------------------------------------------------------
 
@@ -70,6 +72,10 @@ class Runner:
         """A new run may be waiting (NOTIFY)."""
         self._drained = False
         self._wake.set()
+
+    def listening(self, up: bool) -> None:
+        """The LISTEN session came up or went down: while down, poll at the full rate."""
+        self._listening = up
 
     def cancel_requested(self, run_id: uuid.UUID) -> None:
         execution = self._attempts.get(run_id)
@@ -105,7 +111,20 @@ class Runner:
                 self._drained = len(claims) < free or not claims.more
                 for claim in claims:
                     self._start(claim)
-            await self._sleep(self._poll_s)
+            await self._sleep(self._poll_interval())
+
+    def _poll_interval(self) -> float:
+        """How long to wait for a wake-up before claiming anyway.
+
+        The poll finds what no NOTIFY announced: runs whose ``available_at`` comes (retries
+        after a backoff, delayed runs) and wake-ups sent to a worker that could not take them.
+        While this worker listens and found the queue empty, the idle workers share that
+        duty: each polls every ``poll_s`` times their number (spread at random), so the fleet
+        polls about once per ``poll_s`` whatever its size, not once per worker.
+        """
+        if not (self._listening and self._drained):
+            return self._poll_s
+        return self._poll_s * max(1, self._heartbeat.idle_workers) * random.uniform(0.5, 1.5)
 
     async def _sleep(self, seconds: float) -> None:
         """Until woken or ``seconds`` pass: polling is the fallback when NOTIFY is lost."""

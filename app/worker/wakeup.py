@@ -31,6 +31,7 @@ class Wakeup:
         on_new_run: Callable[[], None],
         on_cancel: Callable[[uuid.UUID], None],
         on_webhook: Callable[[], None] | None = None,
+        on_listening: Callable[[bool], None] = lambda _up: None,
         check_s: float = 5.0,
         max_backoff_s: float = 10.0,
     ) -> None:
@@ -39,6 +40,7 @@ class Wakeup:
         self._on_new_run = on_new_run
         self._on_cancel = on_cancel
         self._on_webhook = on_webhook
+        self._on_listening = on_listening
         self._check_s = check_s
         self._max_backoff_s = max_backoff_s
 
@@ -57,12 +59,14 @@ class Wakeup:
             application_name="runq-listen",
             # claim (and send) what was announced while we were not listening
             on_connect=self._caught_up,
+            on_disconnect=lambda: self._on_listening(False),
             probe_s=self._check_s,
             connect_timeout_s=self._check_s,
             backoff=Backoff(max_s=self._max_backoff_s),
         )
 
     def _caught_up(self) -> None:
+        self._on_listening(True)
         self._on_new_run()
         if self._on_webhook is not None:
             self._on_webhook()
