@@ -272,6 +272,9 @@ def main() -> int:
     parser.add_argument(
         "--wakeup-workers", type=int, nargs="+", metavar="N", help="the wakeups section's idle workers (default 8 32 128)"
     )
+    parser.add_argument(
+        "--wakeup-modes", nargs="+", choices=("targeted", "broadcast"), help="the wakeups section's modes (default both)"
+    )
     args = parser.parse_args()
     names = args.only or list(SECTIONS)
     names = [n for n in SECTIONS if n in names]
@@ -285,6 +288,8 @@ def main() -> int:
         profile = replace(profile, streaming_runs=tuple(args.streaming_runs), streaming_stop_at_miss=False)
     if args.wakeup_workers:
         profile = replace(profile, wakeup_workers=tuple(args.wakeup_workers))
+    if args.wakeup_modes:
+        profile = replace(profile, wakeup_modes=tuple(args.wakeup_modes))
     with BenchServer.open() as server:
         results = asyncio.run(run(profile, names, server))
     results["meta"]["smoke"] = args.smoke

@@ -41,8 +41,17 @@ class LeaseHolder(Protocol):
 class Heartbeat:
     """Use as ``with Heartbeat(...) as heartbeat:``; :meth:`hold` and :meth:`drop` runs inside."""
 
-    def __init__(self, *, database_url: str, worker: WorkerInfo, lease_s: float, interval_s: float) -> None:
+    def __init__(
+        self,
+        *,
+        database_url: str,
+        worker: WorkerInfo,
+        lease_s: float,
+        interval_s: float,
+        prepared_statements: bool = True,
+    ) -> None:
         self._database_url = database_url
+        self._prepared_statements = prepared_statements
         self._worker = worker
         self._lease_s = lease_s
         self._interval_s = interval_s
@@ -87,7 +96,12 @@ class Heartbeat:
 
     def _main(self) -> None:
         loop = asyncio.new_event_loop()
-        engine = create_engine(self._database_url, pool_size=1, application_name="runq-heartbeat")
+        engine = create_engine(
+            self._database_url,
+            pool_size=1,
+            application_name="runq-heartbeat",
+            prepared_statements=self._prepared_statements,
+        )
         queue = Queue(engine, lease_s=self._lease_s)
         try:
             # The first beat at once, so a worker is listed before its first claim.

@@ -53,7 +53,11 @@ async def serve(
         engine = engine_for(database_url, settings, role="worker")
         queue = Queue.from_settings(engine, settings)
         heartbeat = Heartbeat(
-            database_url=database_url, worker=worker, lease_s=settings.lease_s, interval_s=settings.heartbeat_s
+            database_url=database_url,
+            worker=worker,
+            lease_s=settings.lease_s,
+            interval_s=settings.heartbeat_s,
+            prepared_statements=settings.db_prepared_statements,
         )
         runner = Runner(
             queue=queue,

@@ -152,7 +152,7 @@ async def listen(conn: asyncpg.Connection, names: list[str]) -> list[str]:
     return heard
 
 
-async def test_the_registry_decides_whom_to_wake(queue: Queue, engine: AsyncEngine, database_url: str) -> None:
+async def test_the_registry_decides_whom_to_wake(queue: Queue, engine: AsyncEngine, direct_database_url: str) -> None:
     busy, one, two = WorkerInfo.start(slots=1), WorkerInfo.start(slots=1), WorkerInfo.start(slots=2)
     for worker in (busy, one, two):
         await queue.renew_leases({}, worker=worker)
@@ -160,7 +160,7 @@ async def test_the_registry_decides_whom_to_wake(queue: Queue, engine: AsyncEngi
     await queue.claim_batch(worker_id=busy.worker_id, limit=1)  # its claim marks its one slot used
     [in_use] = [w.slots_in_use for w in await queue.list_workers() if w.worker_id == busy.worker_id]
     assert in_use == 1
-    conn = await asyncpg.connect(asyncpg_dsn(database_url))
+    conn = await asyncpg.connect(asyncpg_dsn(direct_database_url))
     try:
         heard = await listen(conn, [channels.RUNS] + [channels.wake(w.worker_id) for w in (busy, one, two)])
 
