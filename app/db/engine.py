@@ -14,11 +14,13 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import AsyncAdaptedQueuePool, ConnectionPoolEntry
 
 from app.domain import DatabaseUnavailable
@@ -71,7 +73,7 @@ def create_engine(
         connect_args |= POOLER_SAFE
     return create_async_engine(
         async_url(url),
-        poolclass=BoundedPool,
+        poolclass=BoundedPool if prepared_statements else PoolerPool,
         pool_size=pool_size,
         max_overflow=max_overflow,
         pool_timeout=pool_timeout_s,
@@ -116,6 +118,8 @@ def engine_for(url: str, settings: Settings, *, role: Role) -> AsyncEngine:
 class BoundedPool(AsyncAdaptedQueuePool):
     """The asyncio queue pool, with its waits measured and its timeout a domain error."""
 
+    autocommit = True  # see PoolerPool
+
     _waits = 0
     _longest_wait_s = 0.0
     _logged_at = float("-inf")
@@ -149,6 +153,26 @@ class BoundedPool(AsyncAdaptedQueuePool):
                 self.size() + self._max_overflow,
             )
             self._waits, self._longest_wait_s, self._logged_at = 0, 0.0, now
+
+
+class PoolerPool(BoundedPool):
+    """The pool of an engine behind a transaction-mode pooler (``RUNQ_DB_PREPARED_STATEMENTS=false``)."""
+
+    # A statement's prepare and its execution are two round trips, which only a transaction
+    # keeps on one server connection: the pooler may hand the second to another one.
+    autocommit = False
+
+
+@asynccontextmanager
+async def one_statement(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """A connection for one statement: in autocommit, without the BEGIN/COMMIT round trips,
+    unless the engine is behind a transaction-mode pooler (``PoolerPool``)."""
+    if getattr(engine.pool, "autocommit", True):
+        async with engine.connect() as conn:
+            yield await conn.execution_options(isolation_level="AUTOCOMMIT")
+    else:
+        async with engine.begin() as conn:
+            yield conn
 
 
 def _dumps(value: Any) -> str:
