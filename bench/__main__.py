@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import cost, create_rate, latency, peers, pgbench_raw, report, sse, streaming, throughput, wakeups
+from bench import cost, create_rate, latency, peers, pgbench_raw, report, sse, streaming, threads, throughput, wakeups
 from bench.procs import ROOT
 from bench.server import BenchServer
 
@@ -67,6 +67,9 @@ class Profile:
     wakeup_samples: int = 100
     wakeup_burst: int = 1_000
     wakeup_modes: tuple[str, ...] = ("targeted", "broadcast")
+    threads_pending: int = 50_000
+    threads_busy: int = 200
+    threads_samples: int = 300
 
 
 FULL = Profile()
@@ -102,6 +105,9 @@ SMOKE = Profile(
     wakeup_samples=5,
     wakeup_burst=40,
     wakeup_modes=("targeted",),
+    threads_pending=1_000,
+    threads_busy=10,
+    threads_samples=20,
 )
 
 Section = Callable[[BenchServer, Profile, dict[str, Any]], Awaitable[None]]
@@ -202,6 +208,14 @@ async def _wakeups(server: BenchServer, p: Profile, out: dict[str, Any]) -> None
     )
 
 
+async def _threads(server: BenchServer, p: Profile, out: dict[str, Any]) -> None:
+    section = out.setdefault("threads", {})
+    for name, busy in (("claim_latency_no_busy", 0), ("claim_latency", p.threads_busy)):
+        section[name] = await threads.claim_latency(
+            server, pending=p.threads_pending, busy=busy, samples=p.threads_samples
+        )
+
+
 SECTIONS: dict[str, Section] = {
     "pgbench": _pgbench,
     "e2e": _e2e,
@@ -214,6 +228,7 @@ SECTIONS: dict[str, Section] = {
     "cost": _cost,
     "streaming": _streaming,
     "wakeups": _wakeups,
+    "threads": _threads,
 }
 
 

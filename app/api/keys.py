@@ -12,7 +12,8 @@ from datetime import datetime
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db.engine import create_engine, one_statement
+from app.db.autocommit import one_statement
+from app.db.engine import create_engine
 
 KEY_PREFIX = "rq_"
 

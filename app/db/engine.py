@@ -14,13 +14,11 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import AsyncAdaptedQueuePool, ConnectionPoolEntry
 
 from app.domain import DatabaseUnavailable
@@ -161,18 +159,6 @@ class PoolerPool(BoundedPool):
     # A statement's prepare and its execution are two round trips, which only a transaction
     # keeps on one server connection: the pooler may hand the second to another one.
     autocommit = False
-
-
-@asynccontextmanager
-async def one_statement(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
-    """A connection for one statement: in autocommit, without the BEGIN/COMMIT round trips,
-    unless the engine is behind a transaction-mode pooler (``PoolerPool``)."""
-    if getattr(engine.pool, "autocommit", True):
-        async with engine.connect() as conn:
-            yield await conn.execution_options(isolation_level="AUTOCOMMIT")
-    else:
-        async with engine.begin() as conn:
-            yield conn
 
 
 def _dumps(value: Any) -> str:

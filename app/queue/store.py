@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from app.db.engine import one_statement
+from app.db.autocommit import one_statement
 from app.db.errors import translated
 
 
