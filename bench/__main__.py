@@ -25,7 +25,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import cost, create_rate, latency, peers, pgbench_raw, report, sse, streaming, threads, throughput, wakeups
+from bench import (
+    cost,
+    create_rate,
+    latency,
+    peers,
+    pgbench_raw,
+    report,
+    sse,
+    streaming,
+    threads,
+    throughput,
+    wakeups,
+)
 from bench.procs import ROOT
 from bench.server import BenchServer
 

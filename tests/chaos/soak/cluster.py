@@ -22,8 +22,8 @@ from app.api.keys import create_key
 from app.db.embedded import EmbeddedPostgres
 from app.db.engine import asyncpg_dsn
 from app.db.migrate import upgrade
-from tests.api_support import ApiProcess, free_port
 from tests import pgbouncer_support
+from tests.api_support import ApiProcess, free_port
 from tests.chaos.conftest import CHAOS_ENV, WorkerProcess
 
 # Short timings, so that leases expire, the reaper acts and retries come back within the soak.
