@@ -48,7 +48,7 @@ class Heartbeat:
         worker: WorkerInfo,
         lease_s: float,
         interval_s: float,
-        prepared_statements: bool = True,
+        prepared_statements: bool | None = None,  # unset: RUNQ_DB_PREPARED_STATEMENTS
     ) -> None:
         self._database_url = database_url
         self._prepared_statements = prepared_statements
