@@ -72,6 +72,8 @@ class PgBouncer:
             "[pgbouncer]\n"
             f"listen_addr = 127.0.0.1\nlisten_port = {self.port}\nunix_socket_dir =\n"
             "pool_mode = transaction\n"
+            # after a failed server login (PostgreSQL restarting) retry in 1 s, not 15
+            "server_login_retry = 1\n"
             f"default_pool_size = {self._pool_size}\nmax_client_conn = 2000\n"
             f"auth_type = trust\nauth_file = {self._dir / 'userlist.txt'}\n"
             f"logfile = {self._dir / 'pgbouncer.log'}\n"
