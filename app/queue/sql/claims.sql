@@ -50,6 +50,8 @@ SELECT c.*, ck.state AS resume_state,
                                WHERE p.status = 'pending' AND p.available_at <= now()
                                  AND p.cancel_requested_at IS NULL
                                  AND NOT EXISTS (SELECT 1 FROM claimed WHERE claimed.id = p.id)
+                               -- the claim's own index (never a scan of the history)
+                               ORDER BY p.queue_rank, p.created_at
                                LIMIT (SELECT free FROM room) + 1) l) > (SELECT free FROM room) AS more
   FROM claimed c LEFT JOIN run_checkpoints ck ON ck.run_id = c.id
  WHERE (SELECT count(*) FROM notified) >= 0;
