@@ -54,6 +54,8 @@ class Claims(Store):
         else:
             async with self._statement() as conn:
                 rows += (await conn.execute(CLAIM_BATCH, params)).all()
+        # queue order, whichever join order the plan of the statement's result took
+        rows.sort(key=lambda r: (r._mapping["queue_rank"], r._mapping["created_at"]))
         batch = ClaimBatch(
             Claim(run=Run.from_row(r), lease_id=r._mapping["lease_id"], resume_state=loads(r._mapping["resume_state"]))
             for r in rows
