@@ -8,7 +8,7 @@ picked at random until their free slots cover ``n``; when the registered free sl
 ``runq_runs`` as before. One function, so the choice is written once for all those statements.
 
 Revision ID: 0012
-Revises: 0008
+Revises: 0009
 Create Date: 2026-12-02
 """
 
@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0012"
-down_revision = "0008"
+down_revision = "0009"
 branch_labels = None
 depends_on = None
 
