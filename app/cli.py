@@ -209,7 +209,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         if args.command == "migrate":
             from app.db.migrate import upgrade
 
-            applied = upgrade(url)
+            # DDL and Alembic's own statements on the direct session, never through a pooler
+            applied = upgrade(settings.listen_database_url or url)
             for line in applied:
                 print(f"applied {line}")
             print(f"the database is up to date ({len(applied)} migrations applied)")

@@ -21,7 +21,7 @@ import stat
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypedDict
 from urllib.parse import quote
@@ -64,15 +64,19 @@ class EmbeddedPostgres:
         database: str = "runq",
         fast: bool = False,
         max_connections: int = 200,
+        options: Mapping[str, str] | None = None,
     ) -> None:
         """`fast` trades crash safety for speed (no fsync), which only tests should want; a low
-        `max_connections` lets a test prove that runq's processes stay within their pools."""
+        `max_connections` lets a test prove that runq's processes stay within their pools;
+        `options` are more server settings (``shared_preload_libraries`` for a test that counts
+        statements with pg_stat_statements)."""
         # Absolute, so the server, its lock file and our /proc matching agree on the path.
         self.data_dir = Path(data_dir).resolve()
         self.log_path = self.data_dir.with_name(f"{self.data_dir.name}.log")
         self.database = database
         self.fast = fast
         self.max_connections = max_connections
+        self.options = dict(options or {})
         self._requested_port = port
         self._port: int | None = None
         self._bin_dir = Path()
@@ -192,6 +196,8 @@ class EmbeddedPostgres:
         if self.fast:
             args += ["-c", "fsync=off", "-c", "synchronous_commit=off"]
             args += ["-c", "full_page_writes=off"]
+        for name, value in self.options.items():
+            args += ["-c", f"{name}={value}"]
         # Opened here rather than via logging_collector: the server user cannot write next to
         # the data dir, and a tail of this run's part of the file goes into startup errors.
         with open(self.log_path, "ab") as log:

@@ -282,6 +282,8 @@ workers = Table(
     Column("slots_in_use", Integer, nullable=False),
     Column("started_at", DateTime(timezone=True), nullable=False, server_default=NOW),
     Column("last_beat_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    # the worker's own LISTEN channel: runq_wake_workers() wakes it alone (migration 0012)
+    Column("wake_channel", Text),
 )
 
 # The webhook outbox: one row per (run, event) a run's webhook asked for, written by a trigger on

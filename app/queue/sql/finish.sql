@@ -32,7 +32,7 @@ WITH f AS (
        FOR UPDATE OF th
 ), locked AS MATERIALIZED (
     -- rows locked in id order, as append_events_if_leased and renew_leases lock them
-    SELECT r.id FROM agent_runs r JOIN f ON f.run_id = r.id
+    SELECT r.id, r.locked_by FROM agent_runs r JOIN f ON f.run_id = r.id
      WHERE r.lease_id = f.lease_id AND r.status = 'leased'
        AND (SELECT count(*) FROM thread_locked) >= 0  -- threads first
      ORDER BY r.id
@@ -176,10 +176,16 @@ WITH f AS (
     SELECT pg_notify('${events_channel}', string_agg(n.id::text || ':' || n.last_event_seq, ',')) AS sent
       FROM (SELECT id, last_event_seq, (row_number() OVER ()) / 150 AS chunk FROM t) n
      GROUP BY n.chunk
+), freed AS (
+    -- the worker's registered slots in use drop with the runs it ended, so runq_wake_workers
+    -- sees its room at once, not at its next heartbeat (runs ending in one batch share a worker)
+    UPDATE workers w SET slots_in_use = greatest(w.slots_in_use - x.n, 0)
+      FROM (SELECT l.locked_by, count(*) AS n FROM locked l JOIN t ON t.id = l.id GROUP BY l.locked_by) x
+     WHERE w.worker_id = x.locked_by
 ), woken AS MATERIALIZED (
     -- released runs are claimable at once: wake idle workers instead of waiting for their poll
-    SELECT pg_notify('${runs_channel}', '') AS sent
-     WHERE EXISTS (SELECT 1 FROM t WHERE t.ending = 'released' AND t.status = 'pending')
+    -- (retries with a backoff are not: their available_at is ahead, the poll finds them)
+    SELECT runq_wake_workers((SELECT count(*) FROM t WHERE t.ending = 'released' AND t.status = 'pending')) AS sent
 )
 SELECT t.id, t.status, t.attempts, t.output, t.available_at, t.updated_at, t.finished_at,
        t.locked_by, t.locked_until, t.error_code, t.error_message, t.cancel_reason, t.last_event_seq

@@ -7,8 +7,8 @@ SELECT pg_try_advisory_xact_lock(hashtext('runq.reaper'));
 
 -- name: reap_expired
 -- Expired leases back to pending, or dead (lease_expired) once attempts are used up, or
--- cancelled when a cancel was requested; each with its outcome event; idle workers woken.
--- Attempts that ended in a wait (wait_count) do not count toward max_attempts.
+-- cancelled when a cancel was requested; each with its outcome event; idle workers woken for the
+-- runs back to pending. Attempts that ended in a wait (wait_count) do not count toward max_attempts.
 WITH expired AS (
     SELECT id AS expired_id FROM agent_runs
      WHERE status = 'leased' AND locked_until < now()
@@ -51,10 +51,13 @@ WITH expired AS (
            t.attempts
       FROM t
     RETURNING run_id
+), woken AS MATERIALIZED (
+    -- the runs back to pending wake as many idle workers as they need
+    SELECT runq_wake_workers((SELECT count(*) FROM t WHERE t.status = 'pending')) AS sent
 )
-SELECT t.*, pg_notify('${events_channel}', t.id::text || ':' || t.last_event_seq),
-       pg_notify('${runs_channel}', '')
-  FROM t;
+SELECT t.*, pg_notify('${events_channel}', t.id::text || ':' || t.last_event_seq)
+  FROM t
+ WHERE (SELECT count(*) FROM woken) >= 0;
 
 -- name: forget_stale_subscribers
 -- Subscribers of processes that died without detaching; their runs' grace window starts at last sight.

@@ -21,7 +21,7 @@ WITH t AS (
     RETURNING run_id
 )
 SELECT t.*, pg_notify('${events_channel}', t.id::text || ':' || t.last_event_seq),
-       pg_notify('${runs_channel}', '')
+       runq_wake_workers(1)
   FROM t;
 
 -- name: count_by_status

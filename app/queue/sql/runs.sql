@@ -3,6 +3,7 @@
 -- name: enqueue
 -- A pending run and its run.queued (seq 1); no row when the tenant's idempotency key is taken.
 -- In a thread (its row locked by the caller), the run takes the thread's next turn.
+-- runq_wake_workers (migration 0012) wakes one idle worker, or all when none is registered free.
 WITH ins AS (
     INSERT INTO agent_runs (tenant_id, agent, priority, max_attempts, available_at, queue_rank,
                             input_json, budget_json, idempotency_key, request_hash,
@@ -29,10 +30,11 @@ WITH ins AS (
       FROM ins
      WHERE th.id = ins.thread_id
 )
-SELECT ins.*, pg_notify('${runs_channel}', '') FROM ins;
+SELECT ins.*, runq_wake_workers(1) FROM ins;
 
 -- name: enqueue_many
--- Many pending runs of one agent, each with its run.queued; one NOTIFY wakes idle workers once.
+-- Many pending runs of one agent, each with its run.queued; idle workers with free slots for
+-- them are woken once.
 WITH ins AS (
     INSERT INTO agent_runs (tenant_id, agent, priority, max_attempts, available_at, queue_rank,
                             input_json, last_event_seq)
@@ -49,7 +51,7 @@ WITH ins AS (
     SELECT id, 1, 'run.queued', '{}'::jsonb, 0 FROM ins
     RETURNING run_id
 )
-SELECT (SELECT array_agg(id) FROM ins) AS ids, pg_notify('${runs_channel}', '');
+SELECT (SELECT array_agg(id) FROM ins) AS ids, runq_wake_workers((SELECT count(*) FROM ins));
 
 -- name: analyze_runs
 -- Fresh statistics after a bulk enqueue, counting its uncommitted rows (see runs.py).

@@ -96,5 +96,8 @@ WITH due AS (
       FROM due LEFT JOIN ins ON ins.schedule_id = due.id
      WHERE s.id = due.id
     RETURNING s.id
+), woken AS MATERIALIZED (
+    SELECT runq_wake_workers((SELECT count(*) FROM ins)) AS sent
 )
-SELECT ins.id AS run_id, ins.schedule_id, pg_notify('${runs_channel}', '') FROM ins;
+SELECT ins.id AS run_id, ins.schedule_id FROM ins
+ WHERE (SELECT count(*) FROM woken) >= 0;

@@ -50,7 +50,8 @@ WITH g AS (
       FROM t
     RETURNING run_id
 ), woken AS MATERIALIZED (
-    SELECT pg_notify('${runs_channel}', '') AS sent WHERE EXISTS (SELECT 1 FROM t)
+    -- the resumed runs wake as many idle workers as they need (runq_wake_workers, migration 0012)
+    SELECT runq_wake_workers((SELECT count(*) FROM t)) AS sent
 )
 SELECT t.*, pg_notify('${events_channel}', t.id::text || ':' || t.last_event_seq)
   FROM t
