@@ -9,8 +9,8 @@ run row hands out gapless sequence numbers under the row lock, in commit order.
 
 Modules by concern: :mod:`~app.queue.runs` (create, read, stop), :mod:`~app.queue.claims`
 (claim, heartbeat), :mod:`~app.queue.events` (log, checkpoint, effects, presence),
-:mod:`~app.queue.finish` (how an attempt ends, batched), :mod:`~app.queue.maintenance` (reaper,
-retention), :mod:`~app.queue.ops` (admin and metrics), :mod:`~app.queue.webhooks` (the webhook
+:mod:`~app.queue.finish` (how an attempt ends, batched), :mod:`~app.queue.maintenance` (reaper),
+:mod:`~app.queue.partitions` (run_events by day, retention), :mod:`~app.queue.ops` (admin and metrics), :mod:`~app.queue.webhooks` (the webhook
 outbox and signing secrets), :mod:`~app.queue.schedules` (schedules and their slots), :mod:`~app.queue.workers` (the
 worker registry).
 """
@@ -32,6 +32,7 @@ from app.queue.events import Appended, Events
 from app.queue.finish import FINISH_IF_LEASED, Ended, Endings
 from app.queue.maintenance import Maintenance
 from app.queue.ops import QUEUE_DEPTH, Ops, QueueDepth, QueueStats
+from app.queue.partitions import EventPartition, History
 from app.queue.runs import Runs
 from app.queue.schedules import Schedules
 from app.queue.webhooks import DeliveryJob, Webhooks
@@ -52,6 +53,7 @@ __all__ = [
     "Appended",
     "DeliveryJob",
     "Ended",
+    "EventPartition",
     "NewEvents",
     "Queue",
     "QueueDepth",
@@ -62,7 +64,7 @@ __all__ = [
 ]
 
 
-class Queue(Runs, Claims, Events, Endings, Maintenance, Ops, Webhooks, Schedules, Workers):
+class Queue(Runs, Claims, Events, Endings, Maintenance, History, Ops, Webhooks, Schedules, Workers):
     """The queue's operations; each method is one short transaction on its own connection."""
 
     @classmethod
