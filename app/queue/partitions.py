@@ -36,6 +36,7 @@ from app.queue.store import Store
 DAYS_AHEAD = 2
 GRACE_S = 86400.0  # a day: how long a run may go on writing into its partition
 REHOME_BATCH = 100
+EVERYWHERE = datetime.max.replace(tzinfo=UTC)  # a purge bound above every history_at
 
 PURGE_FINISHED = statement("purge_finished")
 COUNT_PURGEABLE = statement("count_purgeable")
@@ -90,7 +91,7 @@ def purge_before(partitions: list[EventPartition]) -> datetime:
     of the oldest day partition still there (the history from before partitioning, from
     ``MINVALUE``, counts as gone: it is purged row by row, as it always was)."""
     starts = [p.lo for p in partitions if not p.is_default and p.lo is not None]
-    return min(starts) if starts else datetime.max.replace(tzinfo=UTC)
+    return min(starts) if starts else EVERYWHERE
 
 
 def _covers(partition: EventPartition, at: datetime) -> bool:
@@ -174,20 +175,19 @@ class History(Store):
             raise
         return True
 
-    async def purge_finished(self, *, older_than_s: float, batch: int = 500) -> int:
+    async def purge_finished(self, *, older_than_s: float, batch: int = 500, everywhere: bool = False) -> int:
         """Delete one batch of finished runs older than the age whose events are gone (the
-        history from before partitioning: with its events, by cascade)."""
-        before = purge_before(await self.event_partitions())
+        history from before partitioning: with its events, by cascade). ``everywhere`` (an
+        operator's ``runq purge``) also takes runs whose day is still there, their events row
+        by row: what the operator asked for goes now, not when its day expires."""
+        before = EVERYWHERE if everywhere else purge_before(await self.event_partitions())
         params = {"older_than_s": older_than_s, "batch": batch, "before": before}
         async with self._tx() as conn:
             result = await conn.execute(PURGE_FINISHED, params)
         return result.rowcount or 0
 
     async def count_purgeable(self, *, older_than_s: float) -> int:
-        """How many runs :meth:`purge_finished` would delete once the partitions past the age
-        are dropped (``runq purge --dry-run``)."""
-        partitions = await self.event_partitions(older_than_s=older_than_s)
-        kept = [p for p in partitions if not p.expired]
-        params = {"older_than_s": older_than_s, "before": purge_before(kept)}
+        """How many runs :meth:`purge_finished` ``everywhere`` would delete (``runq purge --dry-run``)."""
+        params = {"older_than_s": older_than_s, "before": EVERYWHERE}
         async with self._statement() as conn:
             return int((await conn.execute(COUNT_PURGEABLE, params)).scalar_one())
