@@ -78,10 +78,10 @@ async def _snapshot(conn: Any) -> dict[str, float]:
 
 
 def simulate(measured: dict[str, Any], *, runs_per_day: float, retention_days: float, peak_factor: float,
-             run_s: float, workers: int, apis: int, worker_pool: int, api_pool: int) -> dict[str, Any]:
+             run_s: float, slots_per_worker: int, apis: int, worker_pool: int, api_pool: int) -> dict[str, Any]:
     """A day at ``runs_per_day`` from the measured per-run costs: a flat day has the mean rate,
-    the busiest hour ``peak_factor`` times it; every run lasts ``run_s`` (slots needed = rate x
-    duration, Little's law)."""
+    the busiest hour ``peak_factor`` times it; every run lasts ``run_s`` (slots in use = rate x
+    duration, Little's law), ``slots_per_worker`` to a worker process."""
     cost = measured["per_run"]
     mean_rps = runs_per_day / 86400
     peak_rps = mean_rps * peak_factor
@@ -91,10 +91,13 @@ def simulate(measured: dict[str, Any], *, runs_per_day: float, retention_days: f
     retained_runs = runs_per_day * (retention_days + 2)  # retention by day: up to two days more
     storage = sum(day_bytes.values()) * (retention_days + 2)
     slots = math.ceil(peak_rps * run_s)
+    workers = math.ceil(slots / slots_per_worker)
+    # each process: its pool, plus a LISTEN session (and, for a worker, its heartbeat's)
     connections = workers * (worker_pool + 2) + apis * (api_pool + 1)
     return {
         "inputs": {"runs_per_day": runs_per_day, "retention_days": retention_days, "peak_factor": peak_factor,
-                   "run_s": run_s, "workers": workers, "apis": apis, "worker_pool": worker_pool, "api_pool": api_pool},
+                   "run_s": run_s, "slots_per_worker": slots_per_worker, "apis": apis, "worker_pool": worker_pool,
+                   "api_pool": api_pool},
         "rates": {
             "runs_per_s_mean": round(mean_rps, 1),
             "runs_per_s_peak": round(peak_rps, 1),
@@ -111,8 +114,10 @@ def simulate(measured: dict[str, Any], *, runs_per_day: float, retention_days: f
         },
         "retained": {"runs": round(retained_runs), "storage_gb": round(storage / 1e9), "partitions": int(retention_days + 2 + 3)},
         "slots_in_use_at_peak": slots,
-        "slots_per_worker_at_peak": math.ceil(slots / workers),
-        "connections": connections,
+        "worker_processes": workers,
+        "connections_direct": connections,
+        "listen_sessions": workers + apis,
+        "pgbouncer_client_connections": workers * (worker_pool + 1) + apis * api_pool,
     }
 
 
@@ -126,7 +131,7 @@ def _args() -> argparse.Namespace:
     s.add_argument("--retention-days", type=float, default=30)
     s.add_argument("--peak-factor", type=float, default=3.0, help="busiest hour / mean")
     s.add_argument("--run-s", type=float, default=60.0, help="how long a run lasts")
-    s.add_argument("--workers", type=int, default=64)
+    s.add_argument("--slots-per-worker", type=int, default=64)
     s.add_argument("--apis", type=int, default=8)
     s.add_argument("--worker-pool", type=int, default=4)
     s.add_argument("--api-pool", type=int, default=10)
@@ -141,7 +146,7 @@ def main() -> None:
     else:
         measured = json.loads(Path(RESULTS).read_text())
         out = simulate(measured, runs_per_day=args.runs_per_day, retention_days=args.retention_days,
-                       peak_factor=args.peak_factor, run_s=args.run_s, workers=args.workers, apis=args.apis,
+                       peak_factor=args.peak_factor, run_s=args.run_s, slots_per_worker=args.slots_per_worker, apis=args.apis,
                        worker_pool=args.worker_pool, api_pool=args.api_pool)
     json.dump(out, sys.stdout, indent=2)
     print()

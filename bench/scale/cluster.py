@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import resource
+import shutil
 import sys
 import tempfile
 from collections.abc import AsyncIterator
@@ -28,7 +30,7 @@ WORKER_READY = "application_name = 'runq-listen'"
 WORKER_SETTINGS = {
     "RUNQ_LEASE_S": "5",
     "RUNQ_HEARTBEAT_S": "1",
-    "RUNQ_REAPER_S": "1",
+    "RUNQ_REAPER_S": "2",
     "RUNQ_POLL_S": "5",
     "RUNQ_SHUTDOWN_GRACE_S": "0",
     "RUNQ_DB_POOL_SIZE": "2",
@@ -97,8 +99,8 @@ class Cluster:
 @asynccontextmanager
 async def cluster(db: Host, api_hosts: list[Host], worker_hosts: list[Host], *, apis: int) -> AsyncIterator[Cluster]:
     async with AsyncExitStack() as stack:
-        root = Path(tempfile.mkdtemp(prefix="runq-scale-", dir="/tmp"))
-        root.chmod(0o755)  # the server drops to `nobody` under root
+        root = _data_root()
+        stack.callback(shutil.rmtree, root, True)  # after the server stopped (exits run in reverse)
         (pg,) = await stack.enter_async_context(
             children([db.exec([PYTHON, "-m", "bench.scale.postgres", str(root / "pgdata"), db.address, str(PG_PORT)])], env={})
         )
@@ -116,12 +118,18 @@ async def cluster(db: Host, api_hosts: list[Host], worker_hosts: list[Host], *, 
             for host, port in placed
         ]
         started = await stack.enter_async_context(
-            children(argvs, env={"RUNQ_DATABASE_URL": url, "RUNQ_LOG_FORMAT": "json"})
+            children(argvs, env={"RUNQ_DATABASE_URL": url, "RUNQ_LOG_FORMAT": "json", "RUNQ_DB_POOL_SIZE": "20"})
         )
         running = [Api(host, port, child) for (host, port), child in zip(placed, started, strict=True)]
         for api in running:
             await wait_for(lambda api=api: _healthy(api), timeout_s=120, what="an API", every_s=0.2, watch=started)
         yield Cluster(url, key, running, worker_hosts, stack)
+
+
+def _data_root() -> Path:
+    root = Path(tempfile.mkdtemp(prefix="runq-scale-", dir="/tmp"))
+    root.chmod(0o755)  # the server drops to `nobody` under root
+    return root
 
 
 async def _accepts(address: str, port: int) -> bool:
@@ -154,9 +162,7 @@ async def _healthy(api: Api) -> bool:
 
 def raise_fd_limit() -> None:
     """10,000 streams are 10,000 sockets in the load generator."""
-    import resource
-
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     if hard < 12_000:
         print(f"warning: RLIMIT_NOFILE hard limit {hard} < 12,000", file=sys.stderr)

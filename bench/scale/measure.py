@@ -12,7 +12,7 @@ from typing import Any
 from app.db.engine import create_engine
 from app.queue import Queue
 from bench.api_server import TENANT
-from bench.http import connection
+from bench.http import HttpError, connection
 from bench.procs import APP_NAME, connect, wait_for
 from bench.scale.cluster import Api, Cluster
 from bench.scale.netns import Topology
@@ -138,20 +138,34 @@ async def sse_fan_out(c: Cluster, *, subscribers: int, runs: int, steps: int, st
         "frames_expected": expected,
         "latency_s": summary(latencies),
         "connect_s": round(connect_s, 1),
+        "reconnects": RECONNECTS[0],
         "api_rss_mb_connected": {str(k): round(v, 1) for k, v in connected_rss.items()},
         "api_rss_mb_max": {str(k): round(v, 1) for k, v in rss.items()},
     }
+
+
+RECONNECTS: list[int] = [0]
 
 
 async def _follow(
     api: Api, auth: dict[str, str], run_id: uuid.UUID, wave: int, receipts: list[Receipt],
     replayed: set[tuple[int, uuid.UUID]],
 ) -> None:
-    async with connection(api.host.address, api.port) as conn:
-        async for seq, at in conn.events(f"/runs/{run_id}/events", headers=auth):
-            receipts.append((run_id, seq, at))
-            if seq == 1:
-                replayed.add((wave, run_id))
+    """One subscriber to the end of its run; a refused or dropped stream (503 while the API
+    cannot reach the database in time) is resumed after the last seq, as EventSource does."""
+    last = 0
+    while True:
+        try:
+            async with connection(api.host.address, api.port) as conn:
+                async for seq, at in conn.events(f"/runs/{run_id}/events?after={last}", headers=auth):
+                    receipts.append((run_id, seq, at))
+                    last = seq
+                    if seq == 1:
+                        replayed.add((wave, run_id))
+            return
+        except (HttpError, OSError, asyncio.IncompleteReadError):
+            RECONNECTS[0] += 1
+            await asyncio.sleep(1.0)
 
 
 async def _sample_rss(apis: list[Api], into: dict[int, float]) -> None:

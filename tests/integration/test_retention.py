@@ -77,7 +77,7 @@ async def test_the_reaper_drops_an_expired_day_whole_and_purges_its_runs_in_batc
     # The day went whole; the two runs still going were moved to today first, events and all.
     assert partition_name(day) not in {p.name for p in await queue.event_partitions()}
     for run in (old_pending, old_leased):
-        assert [e.type for e in await queue.read_events(run.id)][0] == "run.queued"
+        assert (await queue.read_events(run.id))[0].type == "run.queued"
     remaining = await count(engine, "SELECT count(*) FROM agent_runs WHERE finished_at < now() - interval '30 days'")
     assert remaining == 1  # the locked one, for the next pass
     assert await count(engine, "SELECT count(*) FROM agent_runs WHERE status IN ('pending', 'leased')") == 2

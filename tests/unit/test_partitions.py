@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime
 
-from app.queue.partitions import EventPartition, day_bounds, missing_days, partition_name, purge_before
+from app.queue.partitions import (
+    EventPartition,
+    day_bounds,
+    missing_days,
+    partition_name,
+    purge_before,
+)
 
 
 def day(d: date) -> EventPartition:
