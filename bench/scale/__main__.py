@@ -13,6 +13,7 @@ import sys
 from bench.procs import PYTHON, ROOT
 from bench.scale.netns import topology
 
+SECTIONS = ("herd", "drain", "partition", "sse")
 FULL = {
     "apis": 4,
     "concurrency": 4,
@@ -36,8 +37,12 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="a few workers and subscribers: a smoke run")
     parser.add_argument("--workers", type=int, help="the largest number of idle workers (default 128)")
     parser.add_argument("--worker-hosts", type=int, default=4)
+    parser.add_argument("--concurrency", type=int, help="slots per worker (default 4)")
+    parser.add_argument("--only", nargs="+", choices=SECTIONS, help="some sections only (to another JSON file)")
     args = parser.parse_args()
-    plan = dict(QUICK if args.quick else FULL)
+    plan = dict(QUICK if args.quick else FULL) | {"sections": args.only or list(SECTIONS)}
+    if args.concurrency:
+        plan["concurrency"] = args.concurrency
     if args.workers:
         plan["idle_steps"] = [n for n in plan["idle_steps"] if n < args.workers] + [args.workers]
     roles = ["db", "load", "a1", "a2", *(f"w{n}" for n in range(1, args.worker_hosts + 1))]

@@ -100,7 +100,13 @@ async def sse_fan_out(c: Cluster, *, subscribers: int, runs: int, steps: int, st
                         task.result()
                 return len(replayed) >= expected
 
-            await wait_for(caught_up, timeout_s=300, what="every stream's replay", every_s=0.05)
+            try:
+                await wait_for(caught_up, timeout_s=300, what="every stream's replay", every_s=0.05)
+            except TimeoutError as exc:  # say how far it got
+                raise TimeoutError(
+                    f"{exc}: {len(replayed)} of {len(streams)} streams replayed after"
+                    f" {time.monotonic() - connect_started:.0f} s, {RECONNECTS[0]} reconnects"
+                ) from exc
         connect_s = time.monotonic() - connect_started
         connected_rss = {port: max(api.rss_mb(), rss.get(port, 0.0)) for port, api in ((a.port, a) for a in c.apis)}
         async with connect(c.url) as conn:

@@ -26,15 +26,21 @@ async def measure(net: Topology, plan: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"plan": plan, "machine": {"cpus": _cpus(), "python": platform.python_version()}}
     started = time.monotonic()
     async with cluster(hosts["db"], api_hosts, worker_hosts, apis=plan["apis"]) as c:
+        sections = plan["sections"]
         out["herd"] = []
         for idle in plan["idle_steps"]:
             await c.add_workers(idle, concurrency=plan["concurrency"])
-            out["herd"].append(await claims_per_run(c, runs=plan["herd_runs"], over_s=plan["herd_over_s"]))
-            _progress(out["herd"][-1])
-        out["drain"] = await drain(c, runs=plan["drain_runs"])
-        _progress(out["drain"])
-        out["partition"] = await partition(c, net, runs=plan["partition_runs"], cut_s=plan["cut_s"])
-        _progress(out["partition"])
+            if "herd" in sections:
+                out["herd"].append(await claims_per_run(c, runs=plan["herd_runs"], over_s=plan["herd_over_s"]))
+                _progress(out["herd"][-1])
+        if "drain" in sections:
+            out["drain"] = await drain(c, runs=plan["drain_runs"])
+            _progress(out["drain"])
+        if "partition" in sections:
+            out["partition"] = await partition(c, net, runs=plan["partition_runs"], cut_s=plan["cut_s"])
+            _progress(out["partition"])
+        if "sse" not in sections:
+            return out
         try:
             out["sse"] = await sse_fan_out(
                 c, subscribers=plan["subscribers"], runs=plan["sse_runs"], steps=plan["sse_steps"],
@@ -62,7 +68,10 @@ def main() -> None:
     net = Topology(spec["prefix"], {role: Host(**h) for role, h in spec["hosts"].items()})
     raise_fd_limit()
     out = asyncio.run(measure(net, spec["plan"]))
-    RESULTS.write_text(json.dumps(out, indent=2) + "\n")
+    partial = spec["plan"]["sections"] != ["herd", "drain", "partition", "sse"]
+    (RESULTS.with_name(f"scale-{'-'.join(spec['plan']['sections'])}.json") if partial else RESULTS).write_text(
+        json.dumps(out, indent=2) + "\n"
+    )
     print(json.dumps(out, indent=2))
 
 
