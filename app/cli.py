@@ -2,7 +2,8 @@
 
 Without RUNQ_DATABASE_URL every command uses the embedded PostgreSQL of the project's data
 folder (.runq/ at the project root, or RUNQ_DATA_DIR); while `runq dev` runs, that is its
-server. Errors are one line on stderr (--debug shows the traceback).
+server. `runq runs follow` is the exception: a client of a running API (RUNQ_URL, RUNQ_KEY).
+Errors are one line on stderr (--debug shows the traceback).
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ import sys
 import uuid
 from collections.abc import Sequence
 
-from app import cli_hooks
-from app.console import describe_error, parse_duration, print_json, print_table
+from app import cli_follow, cli_hooks
+from app.console import describe_error, parse_duration, parse_json, print_json, print_table
 from app.db.engine import engine_for
-from app.domain import Status
+from app.domain import Run, Status
 from app.queue import Queue, WorkerView
+from app.redact import redact_data
 from app.settings import Settings, get_settings
 
 
@@ -62,6 +64,10 @@ def _parser() -> argparse.ArgumentParser:
     runs_list.add_argument("--limit", type=int, default=50)
     for name, text in (("show", "one run"), ("cancel", "cancel a run"), ("requeue", "requeue a dead or cancelled run")):
         runs_sub.add_parser(name, help=text).add_argument("run_id", type=uuid.UUID)
+    resume = runs_sub.add_parser("resume", help="resume a waiting run with a value for its wait")
+    resume.add_argument("run_id", type=uuid.UUID)
+    resume.add_argument("--value", type=parse_json, required=True, metavar="JSON", help='e.g. \'{"approved": true}\'')
+    resume.add_argument("--waitpoint-id", type=uuid.UUID, help="only if this is still the open wait")
     sub.add_parser("workers", help="workers that are up (idle ones too) and their live leases")
     sub.add_parser("stats", help="queue depth, in-flight per tenant, oldest pending age")
     purge = sub.add_parser("purge", help="delete finished runs and their events older than an age")
@@ -70,6 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     purge.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     for command in (*runs_sub.choices.values(), sub.choices["workers"], sub.choices["stats"], purge):
         command.add_argument("--json", action="store_true", help="machine-readable output")
+    cli_follow.add_parser(runs_sub)
     cli_hooks.add_parsers(sub)
     return parser
 
@@ -99,6 +106,7 @@ async def _operate(url: str, args: argparse.Namespace) -> int:
                 "show": lambda: queue.get_run(args.run_id, tenant_id=None),
                 "cancel": lambda: queue.request_cancel(args.run_id, tenant_id=None, reason="operator"),
                 "requeue": lambda: queue.requeue(args.run_id),
+                "resume": lambda: _resume(queue, args),
             }[args.runs_command]
             run = await action()
             if args.json:
@@ -130,6 +138,13 @@ async def _operate(url: str, args: argparse.Namespace) -> int:
     finally:
         await engine.dispose()
     return 2
+
+
+async def _resume(queue: Queue, args: argparse.Namespace) -> Run:
+    resumed = await queue.resume(
+        args.run_id, tenant_id=None, value=redact_data(args.value), waitpoint_id=args.waitpoint_id
+    )
+    return resumed.run
 
 
 def _worker_row(worker: WorkerView) -> dict[str, object]:
@@ -219,6 +234,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        if args.command == "runs" and args.runs_command == "follow":
+            return cli_follow.run(args)  # a client of the API: no database, no server settings
         return _run(args, get_settings())
     except KeyboardInterrupt:
         return 130

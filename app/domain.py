@@ -8,7 +8,7 @@ import os
 import secrets
 import socket
 import uuid
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from enum import StrEnum
 from operator import itemgetter
@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 class Status(StrEnum):
     PENDING = "pending"
     LEASED = "leased"
+    WAITING = "waiting"  # for input (docs/waits.md): no lease, no slot, until resumed
     DONE = "done"
     DEAD = "dead"
     CANCELLED = "cancelled"
@@ -52,6 +53,9 @@ class Run:
     locked_by: str | None
     locked_until: datetime | None
     schedule_id: uuid.UUID | None = None
+    thread_id: uuid.UUID | None = None
+    waitpoint: dict[str, Any] | None = None  # the open waitpoint while waiting
+    wait_count: int = 0  # claims that ended in a wait; they do not count toward max_attempts
 
     @property
     def is_terminal(self) -> bool:
@@ -76,7 +80,7 @@ def _json(value: Any) -> Any:
 # column of the same name.
 _RUN_NAMES = [{"input": "input_json", "budget": "budget_json"}.get(f.name, f.name) for f in fields(Run)]
 _RUN_COLUMNS = itemgetter(*_RUN_NAMES)
-_RUN_JSON = [_RUN_NAMES.index(name) for name in ("input_json", "budget_json", "output")]
+_RUN_JSON = [_RUN_NAMES.index(name) for name in ("input_json", "budget_json", "output", "waitpoint")]
 _RUN_STATUS = _RUN_NAMES.index("status")
 
 
@@ -124,6 +128,40 @@ class Schedule:
 
 
 @dataclass(frozen=True, slots=True)
+class Thread:
+    """A conversation: its runs execute one at a time in creation order and extend its history.
+    ``busy`` while one of its runs is not terminal."""
+
+    id: uuid.UUID
+    tenant_id: str
+    metadata: dict[str, Any]
+    busy: bool
+    message_count: int
+    last_run_id: uuid.UUID | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadMessage:
+    """One message of a thread's history, in OpenAI chat format, and the run that added it."""
+
+    index: int
+    message: dict[str, Any]  # {role, content, tool_calls?, tool_call_id?}
+    run_id: uuid.UUID | None
+    created_at: datetime
+
+
+class Strategy(StrEnum):
+    """What a new run of a busy thread does to the runs in flight (double-texting)."""
+
+    ENQUEUE = "enqueue"
+    REJECT = "reject"
+    INTERRUPT = "interrupt"
+    ROLLBACK = "rollback"
+
+
+@dataclass(frozen=True, slots=True)
 class Claim:
     """A run a worker holds: every write it makes is fenced by ``lease_id``."""
 
@@ -142,6 +180,20 @@ class Ending(StrEnum):
     DEAD = "dead"
     CANCELLED = "cancelled"
     RELEASED = "released"
+    WAITING = "waiting"
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """A wait the agent asked for (``ctx.wait_for``): the n-th wait named ``name`` in the run's
+    code, and the checkpoint stored with it, from which the resumed attempt starts."""
+
+    name: str
+    occurrence: int
+    payload: Any = None
+    timeout_s: float | None = None
+    waitpoint_id: uuid.UUID = field(default_factory=uuid.uuid4)
+    checkpoint: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +204,7 @@ class Finish:
     output: Any = None
     error_code: str | None = None
     error_message: str | None = None
+    wait: Wait | None = None
 
     @classmethod
     def done(cls, output: Any) -> Finish:
@@ -172,6 +225,10 @@ class Finish:
     @classmethod
     def released(cls) -> Finish:
         return cls(Ending.RELEASED, error_code="worker_shutdown")
+
+    @classmethod
+    def waiting(cls, wait: Wait) -> Finish:
+        return cls(Ending.WAITING, wait=wait)
 
 
 class Finished(NamedTuple):
@@ -274,6 +331,10 @@ class LeaseLost(QueueError):
     """The claim's lease is gone: the worker must stop the run and write nothing more."""
 
 
+class NotWaiting(QueueError):
+    """The run is not waiting, or the waitpoint named is not its open one."""
+
+
 class IdempotencyConflict(QueueError):
     """The idempotency key was used before with a different request body."""
 
@@ -296,3 +357,11 @@ class NotRedeliverable(QueueError):
 
 class ScheduleNotFound(QueueError):
     """No such schedule for this tenant."""
+
+
+class ThreadNotFound(QueueError):
+    """No such thread for this tenant."""
+
+
+class ThreadBusy(QueueError):
+    """A run of the thread is in flight and the request may not wait for it."""

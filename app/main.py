@@ -22,7 +22,7 @@ from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.agents.base import load_agents
-from app.api import admin, docs, health, openapi, runs, schedules, ui, webhooks
+from app.api import admin, docs, health, openapi, runs, schedules, threads, ui, webhooks
 from app.api.deps import Runtime
 from app.api.limits import BodySizeLimit
 from app.api.presence import Presence
@@ -36,9 +36,12 @@ from app.domain import (
     IdempotencyConflict,
     NotRedeliverable,
     NotRequeueable,
+    NotWaiting,
     RunFinished,
     RunNotFound,
     ScheduleNotFound,
+    ThreadBusy,
+    ThreadNotFound,
 )
 from app.logs import configure_logging
 from app.queue import Queue
@@ -53,6 +56,7 @@ PRESENCE_REFRESH_MAX_S = 5.0
 DOMAIN_PROBLEMS: dict[type[Exception], tuple[int, str, str]] = {
     RunNotFound: (404, "not_found", "no such run"),
     RunFinished: (409, "run_finished", "the run has already finished"),
+    NotWaiting: (409, "not_waiting", "the run is not waiting, or the waitpoint named is not its open one"),
     IdempotencyConflict: (
         409,
         "idempotency_conflict",
@@ -62,6 +66,8 @@ DOMAIN_PROBLEMS: dict[type[Exception], tuple[int, str, str]] = {
     DeliveryNotFound: (404, "not_found", "no such webhook delivery"),
     NotRedeliverable: (409, "not_redeliverable", "the delivery is still pending; it will be sent"),
     ScheduleNotFound: (404, "not_found", "no such schedule"),
+    ThreadNotFound: (404, "not_found", "no such thread"),
+    ThreadBusy: (409, "thread_busy", "a run of this thread is in flight"),
 }
 HTTP_CODES = {
     400: "malformed_json",  # FastAPI's only own 400: a body it could not parse
@@ -111,6 +117,7 @@ def create_app(settings: Settings | None = None, *, sse_ping_s: float = 10.0) ->
     app.include_router(webhooks.router)
     app.include_router(webhooks.admin_router)
     app.include_router(schedules.router)
+    app.include_router(threads.router)
     app.include_router(schedules.admin_router)
     app.include_router(health.router)
     app.include_router(ui.router)

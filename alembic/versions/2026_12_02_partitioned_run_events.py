@@ -12,7 +12,7 @@ so far (``MINVALUE`` to today, when there is any) and one per day from today on,
 copied, the old table dropped. The downgrade copies the rows back into an unpartitioned table.
 
 Revision ID: 0011
-Revises: 0007
+Revises: 0009
 Create Date: 2026-12-02
 """
 
@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0011"
-down_revision = "0007"
+down_revision = "0009"
 branch_labels = None
 depends_on = None
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import importlib
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 T = TypeVar("T")
@@ -45,6 +46,39 @@ class DeadlineExceeded(FatalError):
     code = "deadline_exceeded"
 
 
+MAX_WAIT_S = 366 * 86400.0  # the longest timeout_s a wait may ask for
+
+
+class WaitTimedOut(FatalError):
+    """``ctx.wait_for`` was not resumed before its ``timeout_s``; uncaught, the run is dead."""
+
+    code = "wait_timed_out"
+
+
+class WaitRequested(BaseException):
+    """Raised by ``ctx.wait_for`` when the wait has no recorded value yet: the attempt ends
+    waiting. A ``BaseException``, so an agent's ``except Exception`` cannot swallow it."""
+
+    def __init__(self, name: str, occurrence: int, payload: Any, timeout_s: float | None) -> None:
+        super().__init__(name)
+        self.name = name
+        self.occurrence = occurrence
+        self.payload = payload
+        self.timeout_s = timeout_s
+MESSAGE_ROLES = frozenset({"system", "user", "assistant", "tool"})
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadView:
+    """The conversation a run belongs to, as its attempt started: the messages the thread's
+    earlier runs stored, oldest first, in OpenAI chat format ``{role, content, tool_calls?,
+    tool_call_id?}``. A run's own messages of an earlier attempt are not in it: they were
+    stored with a checkpoint, and the attempt resumes after that checkpoint."""
+
+    id: uuid.UUID
+    messages: Sequence[Mapping[str, Any]]
+
+
 @runtime_checkable
 class RunContext(Protocol):
     """The runtime's side of an agent run (implemented by the worker)."""
@@ -55,6 +89,7 @@ class RunContext(Protocol):
     input: Mapping[str, Any]
     budget: Mapping[str, Any]
     resume_state: Any
+    thread: ThreadView | None  # None for a run without a thread
 
     @property
     def cancelled(self) -> bool: ...
@@ -65,7 +100,16 @@ class RunContext(Protocol):
 
     async def checkpoint(self, state: Any) -> None: ...
 
+    async def add_messages(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        """Append to the thread's history, stored with the next checkpoint or with the ending
+        (done or cancelled): never twice after a retry, never from an attempt that failed first."""
+
     async def effect(self, key: str, fn: Callable[[], Awaitable[T]]) -> T: ...
+
+    async def wait_for(self, name: str, *, payload: Any = None, timeout_s: float | None = None) -> Any:
+        """Wait for input under ``name`` without holding the worker: the value given by
+        ``POST /runs/{id}/resume``; :class:`WaitTimedOut` after ``timeout_s``. Checkpoint first:
+        the resumed attempt starts from the last checkpoint and calls this again."""
 
     def count_turn(self) -> None:
         """Count one model turn against ``max_turns`` (raises :class:`BudgetExceeded`)."""

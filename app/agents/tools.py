@@ -107,10 +107,11 @@ class ToolRegistry:
 
 
 async def invoke(
-    tool: Tool, ctx: RunContext, args: dict[str, Any], *, effect_key: str
+    tool: Tool, ctx: RunContext, args: dict[str, Any], *, effect_key: str, ledger: bool = False
 ) -> ToolResult:
-    """Run one call. Failures become error results; a side-effecting tool runs at most once per
-    ``effect_key`` (its error results are recorded too, so a retry shows the model the same)."""
+    """Run one call. Failures become error results; a side-effecting tool (or any with
+    ``ledger``: an approved call, docs/waits.md) runs at most once per ``effect_key`` (its error
+    results are recorded too, so a retry shows the model the same)."""
 
     async def call() -> dict[str, Any]:
         try:
@@ -125,7 +126,7 @@ async def invoke(
             return {"output": result.output, "is_error": result.is_error}
         return {"output": result, "is_error": False}
 
-    record = await ctx.effect(effect_key, call) if tool.side_effect else await call()
+    record = await ctx.effect(effect_key, call) if tool.side_effect or ledger else await call()
     return ToolResult(output=record["output"], is_error=bool(record["is_error"]))
 
 

@@ -1,24 +1,36 @@
-"""The tenant's routes: create, read, list and cancel runs; read and follow their events."""
+"""The tenant's routes: create, read, list, cancel and resume runs; read and follow their events."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Header, Query, Request, Response, status
 from sse_starlette import EventSourceResponse
 
-from app.api.auth import StreamReader, Tenant
-from app.api.deps import RuntimeDep
+from app.api.auth import Resumer, StreamReader, Tenant
+from app.api.deps import Runtime, RuntimeDep
+from app.api.keys import Principal
 from app.api.params import RunIdPath, decode_cursor, encode_cursor
 from app.api.problems import ApiProblem, problems
-from app.api.schemas import CancelRun, CreateRun, EventOut, EventPage, RunOut, RunPage, StreamToken
+from app.api.schemas import (
+    CancelRun,
+    CreateRun,
+    EventOut,
+    EventPage,
+    ResumeRun,
+    RunOut,
+    RunPage,
+    StreamToken,
+    StreamTokenRequest,
+)
 from app.api.stream import event_stream
 from app.api.tokens import stream_token
 from app.api.webhooks import UrlGuardDep, checked_webhook
-from app.domain import Status
-from app.metrics import RUNS_CREATED, count_ending
-from app.queue import request_hash
-from app.redact import redact
+from app.domain import NotWaiting, Status
+from app.metrics import RESUMES, RUNS_CREATED, WAIT_SECONDS, count_ending
+from app.queue import NewRun, request_hash
+from app.redact import redact, redact_data
+from app.ssrf import UrlGuard
 
 router = APIRouter(tags=["runs"])
 
@@ -47,6 +59,20 @@ async def create_run(
     ] = None,
 ) -> RunOut:
     """Create a run; it is pending at once and a worker picks it up."""
+    new = await new_run(body, principal, runtime, guard, idempotency_key)
+    run, created = await runtime.queue.enqueue(**{f: getattr(new, f) for f in NewRun.__dataclass_fields__})
+    if created:
+        RUNS_CREATED.labels(agent=run.agent).inc()
+    else:
+        response.status_code = status.HTTP_200_OK
+    return RunOut.of(run)
+
+
+async def new_run(
+    body: CreateRun, principal: Principal, runtime: Runtime, guard: UrlGuard, idempotency_key: str | None
+) -> NewRun:
+    """The run a create body asks for, checked (agent, webhook URL), with its request digest
+    for idempotent repeats (the whole body: a thread run's strategy too)."""
     settings = runtime.settings
     if body.agent not in settings.agent_registry:
         raise ApiProblem(
@@ -60,7 +86,7 @@ async def create_run(
         "budget": body.budget.model_dump(exclude_none=True) if body.budget else {},
         "max_attempts": body.max_attempts or settings.max_attempts,
     }
-    run, created = await runtime.queue.enqueue(
+    return NewRun(
         tenant_id=principal.tenant_id,
         agent=body.agent,
         input=body.input,
@@ -74,11 +100,6 @@ async def create_run(
         request_digest=request_hash(request) if idempotency_key else None,
         webhook=webhook,
     )
-    if created:
-        RUNS_CREATED.labels(agent=run.agent).inc()
-    else:
-        response.status_code = status.HTTP_200_OK
-    return RunOut.of(run)
 
 
 @router.get("/runs", response_model=RunPage, responses=problems(400, 401, 422, 503))
@@ -132,6 +153,30 @@ async def cancel_run(
     return RunOut.of(run)
 
 
+@router.post(
+    "/runs/{run_id}/resume",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=RunOut,
+    responses=problems(400, 401, 403, 404, 409, 413, 422, 503),
+)
+async def resume_run(principal: Resumer, run_id: RunIdPath, runtime: RuntimeDep, body: ResumeRun) -> RunOut:
+    """Resume a waiting run with a value for its open wait; it is pending at once (docs/waits.md).
+    Also with `?token=` from a stream token that has the `resume` scope."""
+    try:
+        resumed = await runtime.queue.resume(
+            run_id,
+            tenant_id=principal.tenant_id,
+            value=redact_data(body.value),  # event data is stored redacted
+            waitpoint_id=body.waitpoint_id,
+        )
+    except NotWaiting:
+        RESUMES.labels(outcome="not_waiting").inc()
+        raise
+    RESUMES.labels(outcome="value").inc()
+    WAIT_SECONDS.observe(resumed.waited_s)
+    return RunOut.of(resumed.run)
+
+
 def _wants_json(request: Request) -> bool:
     accept = request.headers.get("accept", "")
     return "application/json" in accept and SSE_MEDIA_TYPE not in accept
@@ -166,6 +211,11 @@ async def run_events(
     runtime: RuntimeDep,
     after: Annotated[int, Query(ge=0, le=MAX_SEQ, description="resume after this seq")] = 0,
     limit: Annotated[int, Query(ge=1, le=1000, description="page size of the JSON form")] = 100,
+    keepalive: Annotated[
+        Literal["comment", "event"],
+        Query(description="how the stream's keep-alive is sent: a comment, or an event `ping` "
+              "(no id) that a browser EventSource can see"),
+    ] = "comment",
     last_event_id: Annotated[str | None, Header(max_length=20)] = None,
 ) -> EventPage | EventSourceResponse:
     """Replay the run's events after the cursor, then follow live ones until the run ends."""
@@ -184,13 +234,20 @@ async def run_events(
         presence=runtime.presence,
         poll_s=runtime.settings.poll_s,
         ping_s=runtime.sse_ping_s,
+        ping_event=keepalive == "event",
     )
 
 
 @router.post(
-    "/runs/{run_id}/stream-token", response_model=StreamToken, responses=problems(401, 404, 422, 503)
+    "/runs/{run_id}/stream-token", response_model=StreamToken, responses=problems(400, 401, 404, 413, 422, 503)
 )
-async def create_stream_token(principal: Tenant, run_id: RunIdPath, runtime: RuntimeDep) -> StreamToken:
-    """A short-lived token for `GET /runs/{id}/events?token=…` (a browser EventSource sends no headers)."""
+async def create_stream_token(
+    principal: Tenant,
+    run_id: RunIdPath,
+    runtime: RuntimeDep,
+    body: Annotated[StreamTokenRequest | None, Body()] = None,
+) -> StreamToken:
+    """A short-lived token for `GET /runs/{id}/events?token=…` (a browser EventSource sends no
+    headers); with the `resume` scope also for `POST /runs/{id}/resume?token=…`."""
     run = await runtime.queue.get_run(run_id, tenant_id=principal.tenant_id)
-    return stream_token(run, runtime.settings)
+    return stream_token(run, runtime.settings, (body or StreamTokenRequest()).scopes)

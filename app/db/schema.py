@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     CheckConstraint,
     Column,
@@ -34,7 +35,47 @@ metadata = MetaData(
 )
 
 NOW = text("now()")
-STATUSES = "'pending', 'leased', 'done', 'dead', 'cancelled'"
+STATUSES = "'pending', 'leased', 'waiting', 'done', 'dead', 'cancelled'"
+# Non-terminal, as threads count it (a run in flight holds its thread's turn).
+NON_TERMINAL = "status NOT IN ('done', 'dead', 'cancelled')"
+
+# A conversation (docs/threads.md): its runs execute one at a time in creation order
+# (``run_count`` hands out their turns) and read and extend ``thread_messages``.
+threads = Table(
+    "threads",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True, server_default=text("gen_random_uuid()")),
+    Column("tenant_id", Text, nullable=False),
+    Column("metadata", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("idempotency_key", Text),
+    Column("request_hash", Text),
+    Column("run_count", BigInteger, nullable=False, server_default="0"),
+    Column("message_count", Integer, nullable=False, server_default="0"),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+)
+Index("ix_threads_tenant_created", threads.c.tenant_id, threads.c.created_at.desc(), threads.c.id.desc())
+Index(
+    "uq_threads_idempotency",
+    threads.c.tenant_id,
+    threads.c.idempotency_key,
+    unique=True,
+    postgresql_where=text("idempotency_key IS NOT NULL"),
+)
+
+# The history, ``idx`` from 0 without gaps. ``run_id`` (the run that added a message) has no
+# foreign key: retention purges old runs, the conversation stays.
+thread_messages = Table(
+    "thread_messages",
+    metadata,
+    Column("thread_id", UUID(as_uuid=True), ForeignKey("threads.id", ondelete="CASCADE"), nullable=False),
+    Column("idx", Integer, nullable=False),
+    Column("role", Text, nullable=False),
+    Column("message", JSONB, nullable=False),  # {role, content, tool_calls?, tool_call_id?}
+    Column("run_id", UUID(as_uuid=True)),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    PrimaryKeyConstraint("thread_id", "idx"),
+)
 
 agent_runs = Table(
     "agent_runs",
@@ -76,6 +117,13 @@ agent_runs = Table(
     # The day partition of run_events that holds this run's events (docs/schema.md): its
     # creation time, moved to now() by the reaper while the run is still going a day later.
     Column("history_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    Column("thread_id", UUID(as_uuid=True), ForeignKey("threads.id", ondelete="CASCADE")),
+    # the run's place among its thread's runs, handed out under the thread's row lock
+    Column("thread_turn", BigInteger),
+    # the open waitpoint as run JSON shows it, null unless waiting (docs/waits.md)
+    Column("waitpoint", JSONB),
+    # claims that ended in a wait: attempts - wait_count is what max_attempts counts
+    Column("wait_count", Integer, nullable=False, server_default="0"),
     CheckConstraint(f"status IN ({STATUSES})", name="status"),
     CheckConstraint("on_disconnect IN ('continue', 'cancel')", name="on_disconnect"),
     # the target of run_events' composite foreign key
@@ -113,7 +161,7 @@ Index(
 Index(
     "ix_agent_runs_interactive",
     agent_runs.c.created_at,
-    postgresql_where=text("on_disconnect = 'cancel' AND status IN ('pending', 'leased')"),
+    postgresql_where=text("on_disconnect = 'cancel' AND status IN ('pending', 'leased', 'waiting')"),
 )
 # Runs still going, by the partition their events are in: the reaper re-homes those older than
 # a day and drops a partition only once none of them is left in it. "history_at IS NOT NULL"
@@ -121,6 +169,22 @@ Index(
 # the reaper's range conditions on history_at do.
 UNFINISHED = "status NOT IN ('done', 'dead', 'cancelled') AND history_at IS NOT NULL"
 Index("ix_agent_runs_unfinished", agent_runs.c.history_at, postgresql_where=text(UNFINISHED))
+# A thread's runs by turn (its run list, its last run, the cascade of a thread's deletion).
+Index(
+    "ix_agent_runs_thread_turn",
+    agent_runs.c.thread_id,
+    agent_runs.c.thread_turn,
+    postgresql_where=text("thread_id IS NOT NULL"),
+)
+# The claim's turn check: only the runs of threads still in flight, never a thread's history.
+Index(
+    "ix_agent_runs_thread_inflight",
+    agent_runs.c.thread_id,
+    agent_runs.c.thread_turn,
+    postgresql_where=text(f"thread_id IS NOT NULL AND {NON_TERMINAL}"),
+)
+# Waiting runs counted for the metrics without reading history (claim and reaper never see them).
+Index("ix_agent_runs_waiting", agent_runs.c.updated_at, postgresql_where=text("status = 'waiting'"))
 Index(
     "uq_agent_runs_idempotency",
     agent_runs.c.tenant_id,
@@ -174,6 +238,32 @@ run_effects = Table(
     Column("attempt", Integer, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
     PrimaryKeyConstraint("run_id", "key"),
+)
+
+# A run's waits, per name and occurrence (the n-th wait of that name in the run's code), as the
+# effect ledger records effects: a resumed attempt's same ctx.wait_for finds its value here.
+waitpoints = Table(
+    "waitpoints",
+    metadata,
+    Column("waitpoint_id", UUID(as_uuid=True), primary_key=True),
+    Column("run_id", UUID(as_uuid=True), ForeignKey("agent_runs.id", ondelete="CASCADE"), nullable=False),
+    Column("name", Text, nullable=False),
+    Column("occurrence", Integer, nullable=False),
+    Column("payload", JSONB),
+    Column("expires_at", DateTime(timezone=True)),
+    Column("attempt", Integer, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    Column("resumed_at", DateTime(timezone=True)),  # by a value or by its time-out
+    Column("value", JSONB),
+    Column("timed_out", Boolean, nullable=False, server_default=text("false")),
+    Column("cancelled_at", DateTime(timezone=True)),  # the run was cancelled while waiting
+    UniqueConstraint("run_id", "name", "occurrence"),
+)
+# The reaper's time-outs read only open waits.
+Index(
+    "ix_waitpoints_expires_at",
+    waitpoints.c.expires_at,
+    postgresql_where=text("resumed_at IS NULL AND cancelled_at IS NULL AND expires_at IS NOT NULL"),
 )
 
 run_subscribers = Table(

@@ -12,7 +12,8 @@ Modules by concern: :mod:`~app.queue.runs` (create, read, stop), :mod:`~app.queu
 :mod:`~app.queue.finish` (how an attempt ends, batched), :mod:`~app.queue.maintenance` (reaper),
 :mod:`~app.queue.partitions` (run_events by day, retention), :mod:`~app.queue.ops` (admin and metrics), :mod:`~app.queue.webhooks` (the webhook
 outbox and signing secrets), :mod:`~app.queue.schedules` (schedules and their slots), :mod:`~app.queue.workers` (the
-worker registry).
+worker registry), :mod:`~app.queue.threads` (conversations and their multitask strategies),
+:mod:`~app.queue.waits` (resuming waiting runs).
 """
 
 from __future__ import annotations
@@ -27,14 +28,16 @@ from app.queue.channels import EVENTS as EVENTS_CHANNEL
 from app.queue.channels import RUNS as RUNS_CHANNEL
 from app.queue.channels import WEBHOOKS as WEBHOOKS_CHANNEL
 from app.queue.claims import CLAIM_BATCH, CLAIM_BATCH_CAPPED, Claims
-from app.queue.codec import NewEvents, request_hash
+from app.queue.codec import NewEvents, NewMessages, request_hash
 from app.queue.events import Appended, Events
 from app.queue.finish import FINISH_IF_LEASED, Ended, Endings
 from app.queue.maintenance import Maintenance
 from app.queue.ops import QUEUE_DEPTH, Ops, QueueDepth, QueueStats
 from app.queue.partitions import EventPartition, History
-from app.queue.runs import Runs
+from app.queue.runs import NewRun, Runs
 from app.queue.schedules import Schedules
+from app.queue.threads import Threads
+from app.queue.waits import Recorded, Resumed, Waits
 from app.queue.webhooks import DeliveryJob, Webhooks
 from app.queue.workers import Workers, WorkerView
 
@@ -55,16 +58,20 @@ __all__ = [
     "Ended",
     "EventPartition",
     "NewEvents",
+    "NewMessages",
+    "NewRun",
     "Queue",
     "QueueDepth",
     "QueueStats",
+    "Recorded",
+    "Resumed",
     "WorkerView",
     "database_down",
     "request_hash",
 ]
 
 
-class Queue(Runs, Claims, Events, Endings, Maintenance, History, Ops, Webhooks, Schedules, Workers):
+class Queue(Threads, Runs, Claims, Events, Endings, Maintenance, History, Waits, Ops, Webhooks, Schedules, Workers):
     """The queue's operations; each method is one short transaction on its own connection."""
 
     @classmethod

@@ -90,12 +90,13 @@ export class Api {
     return this.request("POST", `/admin/runs/${id}/requeue`);
   }
 
-  async streamToken(id) {
+  // scopes: ["read"] to follow the run, ["read", "resume"] also to answer its wait.
+  async streamToken(id, scopes = ["read"]) {
     try {
-      return await this.request("POST", `/runs/${id}/stream-token`);
+      return await this.request("POST", `/runs/${id}/stream-token`, { scopes });
     } catch (error) {
       if (!(this.isAdmin && error instanceof ApiError && error.status === 404)) throw error;
-      return this.request("POST", `/admin/runs/${id}/stream-token`);
+      return this.request("POST", `/admin/runs/${id}/stream-token`, { scopes });
     }
   }
 
@@ -113,5 +114,27 @@ export class Api {
 
   schedules() {
     return this.request("GET", this.isAdmin ? "/admin/schedules" : "/schedules");
+  }
+
+  // Threads are the key's tenant's (an admin key sees its own tenant's conversations).
+  threads({ cursor, limit = 50 } = {}) {
+    return this.request("GET", `/threads${query({ cursor, limit })}`);
+  }
+
+  thread(id) {
+    return this.request("GET", `/threads/${id}`);
+  }
+
+  threadMessages(id, { cursor, limit = 1000 } = {}) {
+    return this.request("GET", `/threads/${id}/messages${query({ cursor, limit })}`);
+  }
+
+  threadRuns(id, { cursor, limit = 200 } = {}) {
+    return this.request("GET", `/threads/${id}/runs${query({ cursor, limit })}`);
+  }
+
+  // A page of a run's stored events (the JSON form of GET /runs/{id}/events).
+  events(id, { after = 0, limit = 1000 } = {}) {
+    return this.request("GET", `/runs/${id}/events${query({ after, limit })}`);
   }
 }

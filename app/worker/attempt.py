@@ -6,20 +6,31 @@ kills the run's tools at once, even while an agent blocks the loop.
 
 Every write goes to the worker's :class:`~app.worker.writer.Writer` fenced by the claim's
 lease, and through the redactor. Checkpoints also carry the budget counters, so ``max_turns``
-and ``max_tool_calls`` hold over the whole run, not per attempt: the agent sees only its own
-state as ``resume_state``.
+and ``max_tool_calls`` hold over the whole run, not per attempt, and how many waits of each name
+the agent had passed (docs/waits.md), so a resumed attempt's ``wait_for`` finds the same
+occurrence: the agent sees only its own state as ``resume_state``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from app.agents.base import Agent, BudgetExceeded
-from app.domain import Claim, DatabaseUnavailable, Finish, Finished, LeaseLost
+from app.agents.base import (
+    MAX_WAIT_S,
+    MESSAGE_ROLES,
+    Agent,
+    BudgetExceeded,
+    ThreadView,
+    WaitRequested,
+    WaitTimedOut,
+)
+from app.domain import Claim, DatabaseUnavailable, Finish, Finished, LeaseLost, Wait
 from app.metrics import EVENTS_APPENDED
 from app.queue import Queue
 from app.redact import Redactor
@@ -31,6 +42,7 @@ from app.worker.writer import Writer
 T = TypeVar("T")
 
 MAX_ERROR_MESSAGE = 2000
+MAX_MESSAGE_CHARS = 100_000  # as the API's limit on a thread run's prompt
 _LIMITS = {"turns": "max_turns", "tool_calls": "max_tool_calls"}
 
 log = logging.getLogger(__name__)
@@ -58,7 +70,12 @@ class Attempt:
         saved = claim.resume_state if isinstance(claim.resume_state, dict) else {}
         self.resume_state: Any = saved.get("state")
         self.usage = {name: int(saved.get(name, 0)) for name in _LIMITS}
+        self._waits: dict[str, int] = dict(saved.get("waits") or {})  # name -> waits passed
+        self._stored: dict[str, Any] = saved  # the checkpoint a resumed attempt would start from
         self.lease_id = claim.lease_id
+        self.thread: ThreadView | None = None  # set by the runner for a run in a thread
+        # added by the agent, not stored yet: they go with the next checkpoint or the ending
+        self._unsaved_messages: list[dict[str, Any]] = []
         self.groups = ProcessGroups()
         self.stop_reason: StopReason | None = None
         self.events = EventBuffer(self._append, on_background_error=self._background_error)
@@ -119,6 +136,8 @@ class Attempt:
         self._task = task
         try:
             return AgentEnded(value=await agent_class().run(self))
+        except WaitRequested as wait:
+            return AgentEnded(wait=self._wait(wait))
         except asyncio.CancelledError:
             if self.stop_reason is None and task.cancelling():
                 raise  # not a stop of this run: the worker itself is being torn down
@@ -139,7 +158,11 @@ class Attempt:
         return await self.events.flush_final(
             lambda take: self._write(
                 lambda redacted: self._writer.finish(
-                    run_id=self.run_id, lease_id=self.lease_id, finish=finish, take=redacted
+                    run_id=self.run_id,
+                    lease_id=self.lease_id,
+                    finish=finish,
+                    take=redacted,
+                    messages=tuple(self._unsaved_messages),  # read under the buffer's lock
                 ),
                 take,
             )
@@ -158,7 +181,7 @@ class Attempt:
             message = self._redactor.text(message)
             if len(message) > MAX_ERROR_MESSAGE:
                 message = message[: MAX_ERROR_MESSAGE - 1] + "…"
-        return Finish(finish.ending, output=output, error_code=finish.error_code, error_message=message)
+        return dataclasses.replace(finish, output=output, error_message=message)
 
     # -- the agent's side: cancellation -----------------------------------------------------
 
@@ -180,18 +203,41 @@ class Attempt:
     async def checkpoint(self, state: Any) -> None:
         """Store ``state`` with the events before it; waits out a database outage (the events
         stay buffered meanwhile), so a checkpoint never fails the attempt."""
-        stored = {"state": state, **self.usage}
+        stored = {"state": state, **self.usage, "waits": dict(self._waits)}
+
+        async def store(take: Take) -> None:
+            # Under the buffer's lock, in a shielded task: the messages written are forgotten
+            # here, even when the agent is cancelled meanwhile, so no ending writes them again.
+            messages = tuple(self._unsaved_messages)
+            await self._append(take, state=stored, messages=messages)
+            del self._unsaved_messages[: len(messages)]
+
         while True:
             try:
-                await self.events.flush_with(lambda take: self._append(take, state=stored))
+                await self.events.flush_with(store)
+                self._stored = stored
                 return
             except DatabaseUnavailable as exc:  # the writer's next tick retries, later under load
                 log.debug("checkpoint not stored yet: %s", exc)
 
-    async def _append(self, take: Take, *, state: Any = None) -> None:
+    async def add_messages(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        """Append to the thread's history with the next checkpoint (or the ending), redacted."""
+        if self.thread is None:
+            raise ValueError("add_messages needs a run in a thread")
+        checked = []
+        for message in messages:
+            if not isinstance(message, Mapping) or message.get("role") not in MESSAGE_ROLES:
+                raise ValueError(f"a thread message needs a role of {sorted(MESSAGE_ROLES)}")
+            content = message.get("content")
+            if isinstance(content, str) and len(content) > MAX_MESSAGE_CHARS:
+                raise ValueError(f"a thread message may hold at most {MAX_MESSAGE_CHARS} characters")
+            checked.append(self._redactor.data(dict(message)))
+        self._unsaved_messages.extend(checked)
+
+    async def _append(self, take: Take, *, state: Any = None, messages: Sequence[Mapping[str, Any]] = ()) -> None:
         await self._write(
             lambda redacted: self._writer.append(
-                run_id=self.run_id, lease_id=self.lease_id, take=redacted, state=state
+                run_id=self.run_id, lease_id=self.lease_id, take=redacted, state=state, messages=messages
             ),
             take,
         )
@@ -221,6 +267,37 @@ class Attempt:
         if isinstance(exc, DatabaseUnavailable):
             return  # kept for the next statement; the writer logs each failed one
         log.error("buffered events not written", exc_info=exc)
+
+    # -- waits -----------------------------------------------------------------------------
+
+    async def wait_for(self, name: str, *, payload: Any = None, timeout_s: float | None = None) -> Any:
+        """The recorded value of this wait (the same name and occurrence, as effects are keyed),
+        or end the attempt waiting for it."""
+        if not name:
+            raise ValueError("a wait needs a name")
+        if timeout_s is not None and not 0 <= timeout_s <= MAX_WAIT_S:  # NaN too
+            raise ValueError(f"timeout_s must be between 0 and {MAX_WAIT_S:g} seconds")
+        json.dumps(payload)  # a payload that cannot be stored fails here, not in the batched ending
+        occurrence = self._waits.get(name, 0) + 1
+        self._waits[name] = occurrence
+        recorded = await self._queue.find_waitpoint(run_id=self.run_id, name=name, occurrence=occurrence)
+        if recorded is None:
+            raise WaitRequested(name, occurrence, payload, timeout_s)
+        if recorded.timed_out:
+            raise WaitTimedOut(f"the wait {name!r} timed out")
+        return recorded.value
+
+    def _wait(self, wait: WaitRequested) -> Wait:
+        """The waiting ending, with the checkpoint the resumed attempt starts from: the last one
+        stored, whole (state, budget counters, waits passed), since the resumed attempt runs the
+        agent's code after it again and counts what it counts again."""
+        return Wait(
+            name=wait.name,
+            occurrence=wait.occurrence,
+            payload=self._redactor.data(wait.payload),
+            timeout_s=wait.timeout_s,
+            checkpoint={"state": None, **self._stored},
+        )
 
     # -- effects, tools, budget -------------------------------------------------------------
 

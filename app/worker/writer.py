@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 from app.domain import Finish, Finished, LeaseLost
-from app.queue import Appended, Ended, NewEvents, Queue
+from app.queue import Appended, Ended, NewEvents, NewMessages, Queue
 
 MAX_BATCH = 64
 EVENTS_INTERVAL_S = 0.05
@@ -153,18 +153,24 @@ class Writer:
         )
 
     async def append(
-        self, *, run_id: uuid.UUID, lease_id: uuid.UUID, take: Take, state: Any = None
+        self,
+        *,
+        run_id: uuid.UUID,
+        lease_id: uuid.UUID,
+        take: Take,
+        state: Any = None,
+        messages: NewMessages = (),
     ) -> int:
-        """The run's buffered events (with a ``state``, also its checkpoint) on the next tick;
-        its last seq, or :class:`LeaseLost` if the claim is no longer ours."""
-        return await self._appends.write(lambda: Appended(run_id, lease_id, take(), state))
+        """The run's buffered events (with a ``state``, also its checkpoint and thread messages)
+        on the next tick; its last seq, or :class:`LeaseLost` if the claim is no longer ours."""
+        return await self._appends.write(lambda: Appended(run_id, lease_id, take(), state, messages))
 
     async def finish(
-        self, *, run_id: uuid.UUID, lease_id: uuid.UUID, finish: Finish, take: Take
+        self, *, run_id: uuid.UUID, lease_id: uuid.UUID, finish: Finish, take: Take, messages: NewMessages = ()
     ) -> Finished:
-        """End the attempt with its buffered events (batched with the other runs' endings);
-        :class:`LeaseLost` if the claim is no longer ours."""
-        return await self._endings.write(lambda: Ended(run_id, lease_id, finish, take()))
+        """End the attempt with its buffered events and thread messages (batched with the other
+        runs' endings); :class:`LeaseLost` if the claim is no longer ours."""
+        return await self._endings.write(lambda: Ended(run_id, lease_id, finish, take(), messages))
 
     async def record_effect(
         self, *, run_id: uuid.UUID, lease_id: uuid.UUID, key: str, result: Any

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
+import time
 from typing import Any
 
 import httpx
 import pytest
-from runq_client import AsyncClient, Client, Event, RunqError, RunqTimeout
+from runq_client import AsyncClient, Client, Event, Message, RunqError, RunqTimeout, Thread
 
 from tests.api_support import ApiProcess
 from tests.clients.conftest import new_key
@@ -116,3 +118,94 @@ async def test_async_client_streams_and_waits(api: ApiProcess, worker: subproces
         with pytest.raises(RunqError) as missing:
             await client.runs.get("00000000-0000-0000-0000-000000000000")
         assert missing.value.code == "not_found"
+
+
+def test_resume_a_waiting_run(api: ApiProcess, worker: subprocess.Popen[bytes], api_key: str) -> None:
+    with Client(api.base_url, api_key) as client:
+        run = client.runs.create("demo", {"prompt": "deploy?", "steps": 0, "wait": "approval"})
+        deadline = time.monotonic() + 30
+        while (waiting := client.runs.get(run.id)).status != "waiting":
+            assert time.monotonic() < deadline, "the run never waited"
+            time.sleep(0.05)
+        assert waiting.waitpoint is not None
+        assert (waiting.waitpoint.name, waiting.waitpoint.payload) == ("approval", {"prompt": "deploy?"})
+        with pytest.raises(RunqError) as stale:
+            client.runs.resume(run.id, {"approved": True}, waitpoint_id="00000000-0000-0000-0000-000000000000")
+        assert (stale.value.status, stale.value.code) == (409, "not_waiting")
+        read_only = client.runs.stream_token(run.id)
+        assert read_only.scopes == ["read"]
+        refused = httpx.post(f"{api.base_url}/runs/{run.id}/resume", params={"token": read_only.token}, json={"value": 1})
+        assert (refused.status_code, refused.json()["code"]) == (403, "insufficient_scope")
+        resumed = client.runs.resume(run.id, {"approved": True}, waitpoint_id=waiting.waitpoint.waitpoint_id)
+        assert resumed.status in ("pending", "leased", "done") and resumed.waitpoint is None
+        done = client.runs.wait(run.id, timeout=30)
+        assert done.output == {"text": "deploy?", "steps": 0, "resumed_with": {"approved": True}}
+        types = [e.type for e in client.runs.stream(run.id)]
+        assert types.count("run.waiting") == 1 and types.count("run.resumed") == 1
+
+
+async def test_async_resume_with_a_resume_scoped_token(api: ApiProcess, worker: subprocess.Popen[bytes], api_key: str) -> None:
+    async with AsyncClient(api.base_url, api_key) as client:
+        run = await client.runs.create("demo", {"steps": 0, "wait": "input"})
+        deadline = time.monotonic() + 30
+        while (await client.runs.get(run.id)).status != "waiting":
+            assert time.monotonic() < deadline, "the run never waited"
+            await asyncio.sleep(0.05)
+        token = await client.runs.stream_token(run.id, scopes=["read", "resume"])
+        assert token.scopes == ["read", "resume"]
+        async with httpx.AsyncClient() as browser:  # what the web UI does with such a token
+            answer = await browser.post(f"{api.base_url}/runs/{run.id}/resume", params={"token": token.token}, json={"value": 7})
+        assert answer.status_code == 202
+        assert (await client.runs.wait(run.id, timeout=30)).output["resumed_with"] == 7
+
+
+def test_threads_against_a_real_runq(api: ApiProcess, worker: subprocess.Popen[bytes], api_key: str) -> None:
+    with Client(api.base_url, api_key) as client:
+        thread = client.threads.create(metadata={"user": "ana"})
+        assert isinstance(thread, Thread) and (thread.metadata, thread.status, thread.message_count) == ({"user": "ana"}, "idle", 0)
+        assert client.threads.create(metadata={"user": "ana"}).id != thread.id  # each call its own key
+        first = client.threads.runs.create(thread.id, "demo", {"prompt": "hello", "steps": 0})
+        second = client.threads.runs.create(thread.id, "demo", {"prompt": "again", "steps": 0}, multitask_strategy="enqueue")
+        assert first.thread_id == second.thread_id == thread.id
+        assert client.runs.wait(second.id, timeout=30).output == {"text": "again", "steps": 0, "thread_messages": 2}
+        assert client.runs.get(first.id).status == "done"
+        shown = client.threads.get(thread.id)
+        assert (shown.status, shown.message_count, shown.last_run_id) == ("idle", 4, second.id)
+        assert thread.id in {t.id for t in client.threads.list(limit=200).items}
+        page = client.threads.messages(thread.id, limit=3)
+        rest = client.threads.messages(thread.id, cursor=page.next_cursor)
+        messages = [*page.items, *rest.items]
+        assert all(isinstance(m, Message) for m in messages) and rest.next_cursor is None
+        assert [(m.index, m.role, m.content) for m in messages] == [
+            (0, "user", "hello"), (1, "assistant", "hello"), (2, "user", "again"), (3, "assistant", "again"),
+        ]  # fmt: skip
+        runs = client.threads.runs.list(thread.id, limit=1)
+        assert [r.id for r in runs.items] == [second.id]
+        assert [r.id for r in client.threads.runs.list(thread.id, cursor=runs.next_cursor).items] == [first.id]
+        assert [r.id for r in client.threads.runs.list(thread.id, status="done").items] == [second.id, first.id]
+
+        busy = client.threads.runs.create(thread.id, "demo", {"steps": 1, "step_s": 30})
+        with pytest.raises(RunqError) as rejected:
+            client.threads.runs.create(thread.id, "demo", {}, multitask_strategy="reject")
+        assert (rejected.value.status, rejected.value.code) == (409, "thread_busy")
+        with pytest.raises(RunqError) as in_flight:
+            client.threads.delete(thread.id)
+        assert (in_flight.value.status, in_flight.value.code) == (409, "thread_busy")
+        client.runs.cancel(busy.id)
+        assert client.runs.wait(busy.id, timeout=30).status == "cancelled"
+        assert client.threads.delete(thread.id) is None
+        with pytest.raises(RunqError) as gone:
+            client.threads.get(thread.id)
+        assert (gone.value.status, gone.value.code) == (404, "not_found")
+        with pytest.raises(ValueError, match="multitask_strategy"):
+            client.threads.runs.create(thread.id, "demo", multitask_strategy="later")
+
+
+async def test_async_client_threads(api: ApiProcess, worker: subprocess.Popen[bytes], api_key: str) -> None:
+    async with AsyncClient(api.base_url, api_key) as client:
+        thread = await client.threads.create()
+        run = await client.threads.runs.create(thread.id, "demo", {"prompt": "hi", "steps": 0}, multitask_strategy="reject")
+        assert (await client.runs.wait(run.id, timeout=30)).status == "done"
+        assert [m.content for m in (await client.threads.messages(thread.id)).items] == ["hi", "hi"]
+        assert [r.id for r in (await client.threads.runs.list(thread.id)).items] == [run.id]
+        await client.threads.delete(thread.id)

@@ -2,23 +2,32 @@
 
 -- name: enqueue
 -- A pending run and its run.queued (seq 1); no row when the tenant's idempotency key is taken.
+-- In a thread (its row locked by the caller), the run takes the thread's next turn.
 WITH ins AS (
     INSERT INTO agent_runs (tenant_id, agent, priority, max_attempts, available_at, queue_rank,
                             input_json, budget_json, idempotency_key, request_hash,
-                            on_disconnect, disconnect_grace_s, webhook, last_event_seq)
+                            on_disconnect, disconnect_grace_s, webhook, thread_id, thread_turn,
+                            last_event_seq)
     VALUES (:tenant_id, :agent, :priority, :max_attempts,
             now() + make_interval(secs => :delay_s),
             -- queue_rank is available_at minus priority x aging: one ascending key, one index
             now() + make_interval(secs => :delay_s)
                 - make_interval(secs => CAST(:priority AS int) * CAST(:aging_s AS float8)),
             CAST(:input AS jsonb), CAST(:budget AS jsonb), :idempotency_key, :request_hash,
-            :on_disconnect, :disconnect_grace_s, CAST(:webhook AS jsonb), 1)
+            :on_disconnect, :disconnect_grace_s, CAST(:webhook AS jsonb),
+            CAST(:thread_id AS uuid), CAST(:thread_turn AS bigint), 1)
     ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING *
 ), queued AS (
     INSERT INTO run_events (run_id, seq, type, data, attempt, history_at)
     SELECT id, 1, 'run.queued', '{}'::jsonb, 0, history_at FROM ins
     RETURNING run_id
+), turn_taken AS (
+    -- threads (§8): the thread's turn counter (nothing for a run without a thread)
+    UPDATE threads th
+       SET run_count = ins.thread_turn, updated_at = now()
+      FROM ins
+     WHERE th.id = ins.thread_id
 )
 SELECT ins.*, pg_notify('${runs_channel}', '') FROM ins;
 
@@ -70,22 +79,30 @@ SELECT * FROM agent_runs
  LIMIT :limit;
 
 -- name: request_cancel
--- Stop runs: a pending one is cancelled at once (run.cancel_requested, run.cancelled); a leased
+-- Stop runs: a pending or waiting one is cancelled at once (run.cancel_requested, run.cancelled,
+-- its waitpoint closed); a leased
 -- one only asks (run.cancel_requested), and the worker holding it, woken on the cancel
 -- channel, finishes it. A repeat while a cancel is under way, or a finished run, changes nothing.
 WITH t AS (
     -- on the right of SET, status is the old one
     UPDATE agent_runs
-       SET status = CASE status WHEN 'pending' THEN 'cancelled' ELSE status END,
-           finished_at = CASE status WHEN 'pending' THEN now() ELSE finished_at END,
+       SET status = CASE WHEN status IN ('pending', 'waiting') THEN 'cancelled' ELSE status END,
+           finished_at = CASE WHEN status IN ('pending', 'waiting') THEN now() ELSE finished_at END,
+           waitpoint = NULL,
            cancel_requested_at = now(), cancel_reason = :reason,
            last_event_seq = last_event_seq + cardinality(CAST(:types AS text[]))
-                            + CASE status WHEN 'pending' THEN 1 ELSE 0 END,
+                            + CASE WHEN status IN ('pending', 'waiting') THEN 1 ELSE 0 END,
            updated_at = now()
      WHERE id = ANY(CAST(:run_ids AS uuid[]))
        AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
-       AND (status = 'pending' OR (status = 'leased' AND cancel_requested_at IS NULL))
+       AND (status IN ('pending', 'waiting') OR (status = 'leased' AND cancel_requested_at IS NULL))
     RETURNING *
+), closed AS (
+    -- waits: a cancelled run's open waitpoint can no longer be resumed
+    UPDATE waitpoints w SET cancelled_at = now()
+      FROM t
+     WHERE w.run_id = t.id AND t.status = 'cancelled' AND w.resumed_at IS NULL AND w.cancelled_at IS NULL
+    RETURNING w.run_id
 ), ev AS (
     INSERT INTO run_events (run_id, seq, type, data, attempt, history_at)
     SELECT t.id, t.last_event_seq - CASE t.status WHEN 'cancelled' THEN 1 ELSE 0 END
