@@ -9,7 +9,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8000
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 
-.PHONY: install install-dev run test test-integration test-pgbouncer chaos bench bench-smoke lint clean
+.PHONY: install install-dev run test test-integration test-pgbouncer chaos bench bench-smoke scale lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,12 @@ bench: install-dev
 bench-smoke: install-dev
 	$(BIN)/python -m pip install -q -e '.[embedded,bench]'
 	$(BIN)/python -m bench --smoke
+
+# The multi-host harness (README "Scaling out"): network namespaces, so it needs root; not part
+# of `make test`. About 12 minutes on 2 cores; figures in bench/results/scale.json.
+scale: install-dev
+	$(BIN)/python -m pip install -q -e '.[embedded,bench]'
+	$(BIN)/python -m bench.scale $(SCALE_ARGS)
 
 lint: install-dev
 	$(BIN)/ruff check app tests clients

@@ -42,7 +42,7 @@ def stats_url() -> Iterator[str]:
     root.chmod(0o755)
     server = EmbeddedPostgres(
         root / "pgdata", fast=True, max_connections=400,
-        options={"shared_preload_libraries": "pg_stat_statements"},
+        settings={"shared_preload_libraries": "pg_stat_statements"},
     )
     try:
         url = make_url(server.start()).set(database="runq").render_as_string(hide_password=False)

@@ -24,8 +24,8 @@ WITH picked AS (
      WHERE r.id = picked.id
     RETURNING r.*
 ), started AS (
-    INSERT INTO run_events (run_id, seq, type, data, attempt)
-    SELECT id, last_event_seq, 'run.started', jsonb_build_object('attempt', attempts), attempts
+    INSERT INTO run_events (run_id, seq, type, data, attempt, history_at)
+    SELECT id, last_event_seq, 'run.started', jsonb_build_object('attempt', attempts), attempts, history_at
       FROM claimed
     RETURNING run_id
 ), registered AS (
@@ -102,8 +102,8 @@ WITH inflight AS (
      WHERE r.id = picked.id
     RETURNING r.*
 ), started AS (
-    INSERT INTO run_events (run_id, seq, type, data, attempt)
-    SELECT id, last_event_seq, 'run.started', jsonb_build_object('attempt', attempts), attempts
+    INSERT INTO run_events (run_id, seq, type, data, attempt, history_at)
+    SELECT id, last_event_seq, 'run.started', jsonb_build_object('attempt', attempts), attempts, history_at
       FROM claimed
     RETURNING run_id
 ), registered AS (

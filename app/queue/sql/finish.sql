@@ -101,11 +101,11 @@ WITH f AS (
     -- not the input: decoding it again for every finished run costs more than a no-op run
     RETURNING r.id, r.status, r.attempts, r.output, r.available_at, r.updated_at, r.finished_at,
               r.locked_by, r.locked_until, r.error_code, r.error_message, r.cancel_reason,
-              r.last_event_seq, r.waitpoint, f.ending, r.thread_id
+              r.last_event_seq, r.waitpoint, f.ending, r.thread_id, r.history_at
 ), ev AS (
     -- only the runs whose lease held (t), so a lost lease drops that run's events alone
-    INSERT INTO run_events (run_id, seq, type, data, attempt)
-    SELECT t.id, t.last_event_seq - e.n - 1 + e.k, e.type, e.data, t.attempts
+    INSERT INTO run_events (run_id, seq, type, data, attempt, history_at)
+    SELECT t.id, t.last_event_seq - e.n - 1 + e.k, e.type, e.data, t.attempts, t.history_at
       FROM t JOIN e ON e.run_id = t.id
     UNION ALL
     SELECT t.id, t.last_event_seq,
@@ -121,7 +121,7 @@ WITH f AS (
                                                        'available_at', t.available_at)
                 WHEN 'cancelled' THEN jsonb_build_object('reason', t.cancel_reason)
                 ELSE jsonb_build_object('error_code', t.error_code, 'error_message', t.error_message) END,
-           t.attempts
+           t.attempts, t.history_at
       FROM t
     RETURNING run_id
 ), waited AS (

@@ -20,8 +20,8 @@ WITH ins AS (
     ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING *
 ), queued AS (
-    INSERT INTO run_events (run_id, seq, type, data, attempt)
-    SELECT id, 1, 'run.queued', '{}'::jsonb, 0 FROM ins
+    INSERT INTO run_events (run_id, seq, type, data, attempt, history_at)
+    SELECT id, 1, 'run.queued', '{}'::jsonb, 0, history_at FROM ins
     RETURNING run_id
 ), turn_taken AS (
     -- threads (§8): the thread's turn counter (nothing for a run without a thread)
@@ -45,10 +45,10 @@ WITH ins AS (
            i.input, 1
       FROM unnest(CAST(:inputs AS jsonb[])) WITH ORDINALITY AS i(input, ord)
      ORDER BY i.ord
-    RETURNING id
+    RETURNING id, history_at
 ), queued AS (
-    INSERT INTO run_events (run_id, seq, type, data, attempt)
-    SELECT id, 1, 'run.queued', '{}'::jsonb, 0 FROM ins
+    INSERT INTO run_events (run_id, seq, type, data, attempt, history_at)
+    SELECT id, 1, 'run.queued', '{}'::jsonb, 0, history_at FROM ins
     RETURNING run_id
 )
 SELECT (SELECT array_agg(id) FROM ins) AS ids, runq_wake_workers((SELECT count(*) FROM ins));
@@ -106,14 +106,15 @@ WITH t AS (
      WHERE w.run_id = t.id AND t.status = 'cancelled' AND w.resumed_at IS NULL AND w.cancelled_at IS NULL
     RETURNING w.run_id
 ), ev AS (
-    INSERT INTO run_events (run_id, seq, type, data, attempt)
+    INSERT INTO run_events (run_id, seq, type, data, attempt, history_at)
     SELECT t.id, t.last_event_seq - CASE t.status WHEN 'cancelled' THEN 1 ELSE 0 END
                  - cardinality(CAST(:types AS text[])) + e.ord,
-           e.type, e.data, t.attempts
+           e.type, e.data, t.attempts, t.history_at
       FROM t, unnest(CAST(:types AS text[]), CAST(:datas AS jsonb[]))
               WITH ORDINALITY AS e(type, data, ord)
     UNION ALL
-    SELECT t.id, t.last_event_seq, 'run.cancelled', jsonb_build_object('reason', t.cancel_reason), t.attempts
+    SELECT t.id, t.last_event_seq, 'run.cancelled', jsonb_build_object('reason', t.cancel_reason), t.attempts,
+           t.history_at
       FROM t
      WHERE t.status = 'cancelled'
     RETURNING run_id
