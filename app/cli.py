@@ -172,7 +172,10 @@ async def _purge(queue: Queue, args: argparse.Namespace) -> int:
             print("nothing deleted", file=sys.stderr)
             return 1
     total = 0
-    while deleted := await queue.purge_finished(older_than_s=args.older_than):
+    # whole days past the age go by partition first; what is left, row by row
+    await queue.rehome_unfinished()
+    await queue.drop_expired_partitions(older_than_s=args.older_than)
+    while deleted := await queue.purge_finished(older_than_s=args.older_than, everywhere=True):
         total += deleted
         print(f"\rpurged {total} of {due} runs", end="", file=sys.stderr, flush=True)
     if total:
@@ -209,7 +212,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         if args.command == "migrate":
             from app.db.migrate import upgrade
 
-            applied = upgrade(url)
+            # DDL and Alembic's own statements on the direct session, never through a pooler
+            applied = upgrade(settings.listen_database_url or url)
             for line in applied:
                 print(f"applied {line}")
             print(f"the database is up to date ({len(applied)} migrations applied)")

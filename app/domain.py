@@ -170,6 +170,13 @@ class Claim:
     resume_state: Any
 
 
+class ClaimBatch(list[Claim]):
+    """The runs one claim leased; ``more``: runnable runs were left besides them, so a slot
+    that frees should claim again rather than wait for a wake-up."""
+
+    more: bool = False
+
+
 class Ending(StrEnum):
     """How the worker ends an attempt. The status it leads to is the database's to say: a
     retry without attempts left is ``dead``, a retry or release of a run with a cancel request
@@ -289,6 +296,7 @@ class LeaseCheck:
 
     lost: frozenset[uuid.UUID]
     cancel_requested: frozenset[uuid.UUID]
+    idle_workers: int = 1  # registered workers with a free slot, this one included once it has
 
 
 @dataclass(frozen=True, slots=True)

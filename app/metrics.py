@@ -74,6 +74,9 @@ RUNS_REQUEUED = Counter("runq_runs_requeued_total", "Dead or cancelled runs requ
 RUNS_PURGED = Counter(
     "runq_runs_purged_total", "Finished runs (with their events) deleted by retention"
 )
+EVENT_PARTITIONS = Counter(
+    "runq_event_partitions_total", "Day partitions of run_events created ahead or dropped past retention", ["change"]
+)
 SCHEDULE_RUNS = Counter("runq_schedule_runs_total", "Runs created by schedules (one per slot)")
 WEBHOOK_DELIVERIES = Counter(
     "runq_webhook_deliveries_total",

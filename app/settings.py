@@ -36,10 +36,16 @@ class Settings(BaseSettings):
     )
     listen_database_url: str | None = Field(
         default=None,
-        description="Session connection for LISTEN, when RUNQ_DATABASE_URL is a transaction-mode"
-        " pooler; defaults to RUNQ_DATABASE_URL",
+        description="Direct session connection for LISTEN and `runq migrate`, when RUNQ_DATABASE_URL"
+        " is a transaction-mode pooler; defaults to RUNQ_DATABASE_URL",
     )
 
+    db_prepared_statements: bool = Field(
+        default=True,
+        description="false behind a transaction-mode pooler (PgBouncer): no server-side prepared"
+        " statement outlives its transaction or shares a name; LISTEN must then go direct"
+        " (RUNQ_LISTEN_DATABASE_URL)",
+    )
     db_pool_size: Annotated[int | None, Field(ge=1)] = Field(
         default=None,
         description="Database connections a process may hold besides its LISTEN and heartbeat"

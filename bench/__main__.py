@@ -25,7 +25,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import cost, create_rate, latency, peers, pgbench_raw, report, sse, streaming, threads, throughput
+from bench import (
+    cost,
+    create_rate,
+    latency,
+    peers,
+    pgbench_raw,
+    report,
+    sse,
+    streaming,
+    threads,
+    throughput,
+    wakeups,
+)
 from bench.procs import ROOT
 from bench.server import BenchServer
 
@@ -63,6 +75,10 @@ class Profile:
     streaming_per_s: float = 20.0
     streaming_seconds: float = 20.0
     streaming_stop_at_miss: bool = True  # off when the N are given on the command line
+    wakeup_workers: tuple[int, ...] = (8, 32, 128)  # idle worker processes of one slot each
+    wakeup_samples: int = 100
+    wakeup_burst: int = 1_000
+    wakeup_modes: tuple[str, ...] = ("targeted", "broadcast")
     threads_pending: int = 50_000
     threads_busy: int = 200
     threads_samples: int = 300
@@ -97,6 +113,10 @@ SMOKE = Profile(
     claim_samples=20,
     streaming_runs=(4,),
     streaming_seconds=2.0,
+    wakeup_workers=(4,),
+    wakeup_samples=5,
+    wakeup_burst=40,
+    wakeup_modes=("targeted",),
     threads_pending=1_000,
     threads_busy=10,
     threads_samples=20,
@@ -194,6 +214,12 @@ async def _streaming(server: BenchServer, p: Profile, out: dict[str, Any]) -> No
         raise RuntimeError(f"streaming at N={first['runs']}: {first['error']}")
 
 
+async def _wakeups(server: BenchServer, p: Profile, out: dict[str, Any]) -> None:
+    out["wakeups"] = await wakeups.fleet(
+        server, workers=p.wakeup_workers, samples=p.wakeup_samples, burst=p.wakeup_burst, modes=p.wakeup_modes
+    )
+
+
 async def _threads(server: BenchServer, p: Profile, out: dict[str, Any]) -> None:
     section = out.setdefault("threads", {})
     for name, busy in (("claim_latency_no_busy", 0), ("claim_latency", p.threads_busy)):
@@ -213,6 +239,7 @@ SECTIONS: dict[str, Section] = {
     "create": _create,
     "cost": _cost,
     "streaming": _streaming,
+    "wakeups": _wakeups,
     "threads": _threads,
 }
 
@@ -269,6 +296,12 @@ def main() -> int:
     parser.add_argument(
         "--streaming-runs", type=int, nargs="+", metavar="N", help="the streaming sweep's N, each run even after a miss (default 50 100 150 200, up to the first miss)"
     )
+    parser.add_argument(
+        "--wakeup-workers", type=int, nargs="+", metavar="N", help="the wakeups section's idle workers (default 8 32 128)"
+    )
+    parser.add_argument(
+        "--wakeup-modes", nargs="+", choices=("targeted", "broadcast"), help="the wakeups section's modes (default both)"
+    )
     args = parser.parse_args()
     names = args.only or list(SECTIONS)
     names = [n for n in SECTIONS if n in names]
@@ -280,6 +313,10 @@ def main() -> int:
     profile = SMOKE if args.smoke else FULL
     if args.streaming_runs:
         profile = replace(profile, streaming_runs=tuple(args.streaming_runs), streaming_stop_at_miss=False)
+    if args.wakeup_workers:
+        profile = replace(profile, wakeup_workers=tuple(args.wakeup_workers))
+    if args.wakeup_modes:
+        profile = replace(profile, wakeup_modes=tuple(args.wakeup_modes))
     with BenchServer.open() as server:
         results = asyncio.run(run(profile, names, server))
     results["meta"]["smoke"] = args.smoke

@@ -57,7 +57,8 @@ class BenchServer:
         root = Path(tempfile.mkdtemp(prefix="runq-bench-", dir="/tmp"))
         root.chmod(0o755)
         # A fixed port, so that a restart (see load_statement_stats) keeps the URL.
-        server = EmbeddedPostgres(root / "pgdata", port=free_port(), database="postgres")
+        # 128 idle worker processes (the wakeups section) hold about four sessions each.
+        server = EmbeddedPostgres(root / "pgdata", port=free_port(), database="postgres", max_connections=600)
         try:
             yield cls(server.start(), server)
         finally:

@@ -1,7 +1,9 @@
 """Test database: the embedded PostgreSQL by default, ``RUNQ_TEST_DATABASE_URL`` when set.
 
 One server per session; a migrated template database is cloned once per session, and every
-test starts from empty tables (TRUNCATE), so tests never see each other's runs.
+test starts from empty tables (TRUNCATE), so tests never see each other's runs. With
+``RUNQ_TEST_PGBOUNCER=1`` runq's connections go through a real PgBouncer in transaction mode
+(tests/pgbouncer_support.py); LISTEN, migrations and the tests' raw sessions go direct.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.db.engine import asyncpg_dsn, create_engine
 from app.db.migrate import upgrade
 from app.queue import Queue
+from app.settings import get_settings
+from tests import pgbouncer_support
 
 TABLES = "workers, thread_messages, threads, webhook_deliveries, webhook_secrets, schedules, run_events, run_checkpoints, run_effects, waitpoints, run_subscribers, agent_runs, api_keys, tenant_limits"
 
@@ -55,17 +59,35 @@ def server_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def database_url(server_url: str) -> Iterator[str]:
-    """A freshly migrated database of our own on that server, dropped at the end."""
+def direct_database_url(server_url: str) -> Iterator[str]:
+    """A freshly migrated database of our own on that server, dropped at the end: the URL of
+    PostgreSQL itself, for sessions (LISTEN, a test's own raw connection)."""
     name = f"runq_test_{uuid.uuid4().hex[:10]}"
     _admin(server_url, f'CREATE DATABASE "{name}"')
     url = make_url(server_url).set(database=name).render_as_string(hide_password=False)
     upgrade(url)
-    os.environ["RUNQ_DATABASE_URL"] = url
     try:
         yield url
     finally:
         _admin(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def database_url(server_url: str, direct_database_url: str) -> Iterator[str]:
+    """runq's URL of that database: PostgreSQL itself, or a PgBouncer in front of it when
+    ``RUNQ_TEST_PGBOUNCER=1`` (then, as in production, without prepared statements and with
+    LISTEN on ``RUNQ_LISTEN_DATABASE_URL``, for this process and the ones it starts)."""
+    if not pgbouncer_support.ENABLED:
+        os.environ["RUNQ_DATABASE_URL"] = direct_database_url
+        yield direct_database_url
+        return
+    with pgbouncer_support.PgBouncer(server_url) as bouncer:
+        url = bouncer.url(make_url(direct_database_url).database or "")
+        os.environ["RUNQ_DATABASE_URL"] = url
+        os.environ["RUNQ_LISTEN_DATABASE_URL"] = direct_database_url
+        os.environ["RUNQ_DB_PREPARED_STATEMENTS"] = "false"
+        get_settings.cache_clear()
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -46,7 +46,7 @@ class WorkerOut(BaseModel):
     pid: int | None
     version: str | None = Field(description="runq's package version the worker runs")
     slots: int | None = Field(description="its concurrency: runs it executes at once")
-    slots_in_use: int | None = Field(description="leases it kept at its last heartbeat")
+    slots_in_use: int | None = Field(description="run slots in use at its last heartbeat, claim or ending")
     started_at: datetime | None
     last_beat_at: datetime | None = Field(description="its last heartbeat (every RUNQ_HEARTBEAT_S, idle or not)")
 

@@ -12,6 +12,7 @@ from datetime import datetime
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.db.autocommit import one_statement
 from app.db.engine import create_engine
 
 KEY_PREFIX = "rq_"
@@ -65,8 +66,7 @@ async def find_key(engine: AsyncEngine, key: str) -> Principal | None:
     cached = _known.get(digest)
     if cached is not None and cached[0] > time.monotonic():
         return cached[1]
-    async with engine.connect() as conn:
-        conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+    async with one_statement(engine) as conn:
         row = (await conn.execute(FIND_LIVE_KEY, {"key_hash": digest})).first()
     if row is None:
         _known.pop(digest, None)

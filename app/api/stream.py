@@ -44,7 +44,10 @@ def encode(page: EventSlice, after: int) -> Page:
     )
     last_seq = page.events[-1][0] if page.events else None
     sent = after if last_seq is None else last_seq
-    finished = page.status in TERMINAL and sent >= page.last_event_seq
+    # A terminal run with nothing after the cursor, in the same snapshot as its status, never
+    # gets more (its events all committed with or before that status): either all were sent,
+    # or retention dropped the rest with their day's partition just before the run's row.
+    finished = page.status in TERMINAL and (sent >= page.last_event_seq or not page.events)
     return Page(body, last_seq, len(page.events) >= PAGE, finished)
 
 

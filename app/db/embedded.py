@@ -21,7 +21,7 @@ import stat
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypedDict
 from urllib.parse import quote
@@ -64,9 +64,17 @@ class EmbeddedPostgres:
         database: str = "runq",
         fast: bool = False,
         max_connections: int = 200,
+        host: str = "127.0.0.1",
+        settings: Mapping[str, str] | None = None,
     ) -> None:
         """`fast` trades crash safety for speed (no fsync), which only tests should want; a low
-        `max_connections` lets a test prove that runq's processes stay within their pools."""
+        `max_connections` lets a test prove that runq's processes stay within their pools.
+        Another `host` (an address of this network namespace: the multi-host harness,
+        bench/scale) is listened on instead, trusting clients of its own subnets; `settings`
+        are extra `-c` server settings (``shared_preload_libraries`` for a test that counts
+        statements with pg_stat_statements)."""
+        self.host = host
+        self.settings = dict(settings or {})
         # Absolute, so the server, its lock file and our /proc matching agree on the path.
         self.data_dir = Path(data_dir).resolve()
         self.log_path = self.data_dir.with_name(f"{self.data_dir.name}.log")
@@ -84,7 +92,7 @@ class EmbeddedPostgres:
         """Connection URL of the running server (trust auth as `postgres`)."""
         if self._port is None:
             raise EmbeddedPostgresError("the embedded server is not running")
-        return f"postgresql://postgres@127.0.0.1:{self._port}/{quote(self.database, safe='')}"
+        return f"postgresql://postgres@{self.host}:{self._port}/{quote(self.database, safe='')}"
 
     @property
     def running(self) -> bool:
@@ -179,16 +187,21 @@ class EmbeddedPostgres:
             raise EmbeddedPostgresError(
                 f"initdb failed with code {result.returncode}:\n{result.stdout}{result.stderr}"
             )
+        if self.host != "127.0.0.1":
+            with open(staging / "pg_hba.conf", "a", encoding="utf-8") as hba:
+                hba.write("host all all samenet trust\n")
         staging.rename(self.data_dir)
 
     def _spawn(self, user: _ServerUser) -> None:
         assert self._port is not None
         args: list[str | Path] = [
             *(self._bin_dir / "postgres", "-D", self.data_dir),
-            *("-h", "127.0.0.1", "-p", str(self._port)),
+            *("-h", self.host, "-p", str(self._port)),
             *("-k", ""),  # no unix socket: its default dir is not writable by the server user
             *("-c", f"max_connections={self.max_connections}", "-c", "shared_buffers=128MB"),
         ]
+        for name, value in self.settings.items():
+            args += ["-c", f"{name}={value}"]
         if self.fast:
             args += ["-c", "fsync=off", "-c", "synchronous_commit=off"]
             args += ["-c", "full_page_writes=off"]
@@ -240,7 +253,7 @@ class EmbeddedPostgres:
         self, tool: str, *args: str, sql_input: str | None = None
     ) -> subprocess.CompletedProcess[str]:
         assert self._port is not None
-        server = ("-h", "127.0.0.1", "-p", str(self._port), "-U", "postgres")
+        server = ("-h", self.host, "-p", str(self._port), "-U", "postgres")
         return subprocess.run(
             [self._bin_dir / tool, *server, *args],
             input=sql_input,

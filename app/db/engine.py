@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+import uuid
 from typing import Any, Literal
 
 from sqlalchemy import exc as sa_exc
@@ -22,7 +23,7 @@ from sqlalchemy.pool import AsyncAdaptedQueuePool, ConnectionPoolEntry
 
 from app.domain import DatabaseUnavailable
 from app.metrics import DB_POOL_TIMEOUTS, DB_POOL_WAIT
-from app.settings import Settings
+from app.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
 
@@ -54,16 +55,23 @@ def create_engine(
     max_overflow: int = 0,
     pool_timeout_s: float = POOL_TIMEOUT_S,
     application_name: str = "runq",
+    prepared_statements: bool | None = None,
 ) -> AsyncEngine:
     """An engine holding at most ``pool_size + max_overflow`` connections.
 
     Overflow connections are closed as soon as they are returned, so the default is none: a
     pool that opens and closes connections under load pays a backend fork and asyncpg's type
-    introspection each time, exactly when the server is busiest.
+    introspection each time, exactly when the server is busiest. ``prepared_statements``
+    (unset: ``RUNQ_DB_PREPARED_STATEMENTS``) false is for a transaction-mode pooler.
     """
+    if prepared_statements is None:
+        prepared_statements = get_settings().db_prepared_statements
+    connect_args: dict[str, Any] = {"server_settings": {"application_name": application_name}}
+    if not prepared_statements:
+        connect_args |= POOLER_SAFE
     return create_async_engine(
         async_url(url),
-        poolclass=BoundedPool,
+        poolclass=BoundedPool if prepared_statements else PoolerPool,
         pool_size=pool_size,
         max_overflow=max_overflow,
         pool_timeout=pool_timeout_s,
@@ -72,8 +80,24 @@ def create_engine(
         # and callers see DatabaseUnavailable (503 / worker backoff) and retry.
         pool_recycle=1800,
         json_serializer=_dumps,
-        connect_args={"server_settings": {"application_name": application_name}},
+        connect_args=connect_args,
     )
+
+
+def _statement_name() -> str:
+    return f"__runq_{uuid.uuid4().hex}__"
+
+
+# Behind a transaction-mode pooler (PgBouncer 1.18 has no prepared-statement support) each
+# transaction may run on another server connection, which holds the statements other clients
+# prepared there: asyncpg's own names (__asyncpg_stmt_1__, ...) collide, and a statement cached
+# for reuse may be missing. So no cache (asyncpg's nor SQLAlchemy's), and a name of its own for
+# every statement, prepared and run inside one transaction (SQLAlchemy always opens one).
+POOLER_SAFE: dict[str, Any] = {
+    "statement_cache_size": 0,
+    "prepared_statement_cache_size": 0,
+    "prepared_statement_name_func": _statement_name,
+}
 
 
 def engine_for(url: str, settings: Settings, *, role: Role) -> AsyncEngine:
@@ -85,11 +109,14 @@ def engine_for(url: str, settings: Settings, *, role: Role) -> AsyncEngine:
         max_overflow=settings.db_max_overflow,
         pool_timeout_s=settings.db_pool_timeout_s,
         application_name=f"runq-{role}",
+        prepared_statements=settings.db_prepared_statements,
     )
 
 
 class BoundedPool(AsyncAdaptedQueuePool):
     """The asyncio queue pool, with its waits measured and its timeout a domain error."""
+
+    autocommit = True  # see PoolerPool
 
     _waits = 0
     _longest_wait_s = 0.0
@@ -124,6 +151,14 @@ class BoundedPool(AsyncAdaptedQueuePool):
                 self.size() + self._max_overflow,
             )
             self._waits, self._longest_wait_s, self._logged_at = 0, 0.0, now
+
+
+class PoolerPool(BoundedPool):
+    """The pool of an engine behind a transaction-mode pooler (``RUNQ_DB_PREPARED_STATEMENTS=false``)."""
+
+    # A statement's prepare and its execution are two round trips, which only a transaction
+    # keeps on one server connection: the pooler may hand the second to another one.
+    autocommit = False
 
 
 def _dumps(value: Any) -> str:

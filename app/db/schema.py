@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -10,6 +12,7 @@ from sqlalchemy import (
     DateTime,
     Float,
     ForeignKey,
+    ForeignKeyConstraint,
     Index,
     Integer,
     MetaData,
@@ -111,6 +114,9 @@ agent_runs = Table(
     Column("finished_at", DateTime(timezone=True)),
     Column("webhook", JSONB),  # {url, events} as validated at create (docs/webhooks.md)
     Column("schedule_id", UUID(as_uuid=True)),  # the schedule that created the run, if any
+    # The day partition of run_events that holds this run's events (docs/schema.md): its
+    # creation time, moved to now() by the reaper while the run is still going a day later.
+    Column("history_at", DateTime(timezone=True), nullable=False, server_default=NOW),
     Column("thread_id", UUID(as_uuid=True), ForeignKey("threads.id", ondelete="CASCADE")),
     # the run's place among its thread's runs, handed out under the thread's row lock
     Column("thread_turn", BigInteger),
@@ -120,6 +126,8 @@ agent_runs = Table(
     Column("wait_count", Integer, nullable=False, server_default="0"),
     CheckConstraint(f"status IN ({STATUSES})", name="status"),
     CheckConstraint("on_disconnect IN ('continue', 'cancel')", name="on_disconnect"),
+    # the target of run_events' composite foreign key
+    UniqueConstraint("id", "history_at"),
     # Heartbeats rewrite locked_until every few seconds: room on the page keeps them HOT.
     postgresql_with={"fillfactor": "70"},
 )
@@ -155,6 +163,12 @@ Index(
     agent_runs.c.created_at,
     postgresql_where=text("on_disconnect = 'cancel' AND status IN ('pending', 'leased', 'waiting')"),
 )
+# Runs still going, by the partition their events are in: the reaper re-homes those older than
+# a day and drops a partition only once none of them is left in it. "history_at IS NOT NULL"
+# (always true) keeps the planner from taking it for the claim, whose WHERE does not imply it;
+# the reaper's range conditions on history_at do.
+UNFINISHED = "status NOT IN ('done', 'dead', 'cancelled') AND history_at IS NOT NULL"
+Index("ix_agent_runs_unfinished", agent_runs.c.history_at, postgresql_where=text(UNFINISHED))
 # A thread's runs by turn (its run list, its last run, the cascade of a thread's deletion).
 Index(
     "ix_agent_runs_thread_turn",
@@ -179,17 +193,31 @@ Index(
     postgresql_where=text("idempotency_key IS NOT NULL"),
 )
 
+# Partitioned by RANGE (history_at), one partition per UTC day (app/queue/partitions.py), plus a
+# default one so that an insert never fails. The primary key must hold the partition key; the
+# composite foreign key makes history_at a function of run_id (the run's own value), so
+# (run_id, seq, history_at) is unique exactly when (run_id, seq) is.
 run_events = Table(
     "run_events",
     metadata,
-    Column("run_id", UUID(as_uuid=True), ForeignKey("agent_runs.id", ondelete="CASCADE"), nullable=False),
+    Column("run_id", UUID(as_uuid=True), nullable=False),
     Column("seq", Integer, nullable=False),
     Column("type", Text, nullable=False),
     Column("data", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
     Column("attempt", Integer, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
-    PrimaryKeyConstraint("run_id", "seq"),
+    Column("history_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("run_id", "seq", "history_at"),
+    ForeignKeyConstraint(
+        ["run_id", "history_at"],
+        ["agent_runs.id", "agent_runs.history_at"],
+        ondelete="CASCADE",
+        onupdate="CASCADE",
+    ),
+    postgresql_partition_by="RANGE (history_at)",
 )
+# The partitions of run_events, which the metadata does not list (Alembic leaves them alone).
+EVENT_PARTITION = re.compile(r"^run_events_(default|before_\d{8}|\d{8})$")
 
 run_checkpoints = Table(
     "run_checkpoints",
@@ -282,6 +310,8 @@ workers = Table(
     Column("slots_in_use", Integer, nullable=False),
     Column("started_at", DateTime(timezone=True), nullable=False, server_default=NOW),
     Column("last_beat_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    # the worker's own LISTEN channel: runq_wake_workers() wakes it alone (migration 0012)
+    Column("wake_channel", Text),
 )
 
 # The webhook outbox: one row per (run, event) a run's webhook asked for, written by a trigger on

@@ -9,8 +9,8 @@ run row hands out gapless sequence numbers under the row lock, in commit order.
 
 Modules by concern: :mod:`~app.queue.runs` (create, read, stop), :mod:`~app.queue.claims`
 (claim, heartbeat), :mod:`~app.queue.events` (log, checkpoint, effects, presence),
-:mod:`~app.queue.finish` (how an attempt ends, batched), :mod:`~app.queue.maintenance` (reaper,
-retention), :mod:`~app.queue.ops` (admin and metrics), :mod:`~app.queue.webhooks` (the webhook
+:mod:`~app.queue.finish` (how an attempt ends, batched), :mod:`~app.queue.maintenance` (reaper),
+:mod:`~app.queue.partitions` (run_events by day, retention), :mod:`~app.queue.ops` (admin and metrics), :mod:`~app.queue.webhooks` (the webhook
 outbox and signing secrets), :mod:`~app.queue.schedules` (schedules and their slots), :mod:`~app.queue.workers` (the
 worker registry), :mod:`~app.queue.threads` (conversations and their multitask strategies),
 :mod:`~app.queue.waits` (resuming waiting runs).
@@ -33,6 +33,7 @@ from app.queue.events import Appended, Events
 from app.queue.finish import FINISH_IF_LEASED, Ended, Endings
 from app.queue.maintenance import Maintenance
 from app.queue.ops import QUEUE_DEPTH, Ops, QueueDepth, QueueStats
+from app.queue.partitions import EventPartition, History
 from app.queue.runs import NewRun, Runs
 from app.queue.schedules import Schedules
 from app.queue.threads import Threads
@@ -55,6 +56,7 @@ __all__ = [
     "Appended",
     "DeliveryJob",
     "Ended",
+    "EventPartition",
     "NewEvents",
     "NewMessages",
     "NewRun",
@@ -69,7 +71,7 @@ __all__ = [
 ]
 
 
-class Queue(Threads, Runs, Claims, Events, Endings, Maintenance, Waits, Ops, Webhooks, Schedules, Workers):
+class Queue(Threads, Runs, Claims, Events, Endings, Maintenance, History, Waits, Ops, Webhooks, Schedules, Workers):
     """The queue's operations; each method is one short transaction on its own connection."""
 
     @classmethod

@@ -9,7 +9,8 @@ from typing import Any
 
 from sqlalchemy import Row
 
-from app.domain import Claim, LeaseCheck, Run, WorkerInfo
+from app.domain import Claim, ClaimBatch, LeaseCheck, Run, WorkerInfo
+from app.queue.channels import wake
 from app.queue.codec import loads
 from app.queue.statements import statement
 from app.queue.store import Store
@@ -32,10 +33,10 @@ BOUND_IDLE_TRANSACTION = statement("bound_idle_transaction")
 
 
 class Claims(Store):
-    async def claim_batch(self, *, worker_id: str, limit: int) -> list[Claim]:
+    async def claim_batch(self, *, worker_id: str, limit: int) -> ClaimBatch:
         """Lease up to ``limit`` runs (SKIP LOCKED) and append each one's ``run.started``."""
         if limit <= 0:
-            return []
+            return ClaimBatch()
         params = {"worker_id": worker_id, "limit": limit, "lease_s": self.lease_s}
         capped = await self._caps_apply()
         rows: list[Row[Any]] = []
@@ -53,10 +54,14 @@ class Claims(Store):
         else:
             async with self._statement() as conn:
                 rows += (await conn.execute(CLAIM_BATCH, params)).all()
-        return [
+        # queue order, whichever join order the plan of the statement's result took
+        rows.sort(key=lambda r: (r._mapping["queue_rank"], r._mapping["created_at"]))
+        batch = ClaimBatch(
             Claim(run=Run.from_row(r), lease_id=r._mapping["lease_id"], resume_state=loads(r._mapping["resume_state"]))
             for r in rows
-        ]
+        )
+        batch.more = bool(rows) and rows[-1]._mapping["more"]
+        return batch
 
     async def _caps_apply(self) -> bool:
         if self.tenant_max_inflight > 0:
@@ -73,8 +78,8 @@ class Claims(Store):
         """Extend every lease this worker still holds and register the worker, in one statement.
 
         Called with no lease too: the beat keeps an idle worker's row alive. Returns the runs
-        whose lease is lost (the worker must stop them and write nothing more) and the runs
-        with a cancel request.
+        whose lease is lost (the worker must stop them and write nothing more), the runs
+        with a cancel request, and the number of registered workers with a free slot.
         """
         ordered = sorted(leases)  # a fixed lock order across workers' batches
         params = {
@@ -86,11 +91,14 @@ class Claims(Store):
             "pid": worker.pid,
             "version": worker.version,
             "slots": worker.slots,
+            "wake_channel": wake(worker.worker_id),
         }
         async with self._tx() as conn:
             await conn.execute(BOUND_IDLE_TRANSACTION, self._idle_bound())
             rows = (await conn.execute(RENEW_LEASES, params)).all()
+        held = [r for r in rows if r.run_id is not None]
         return LeaseCheck(
-            lost=frozenset(r.run_id for r in rows if not r.kept),
-            cancel_requested=frozenset(r.run_id for r in rows if r.cancel),
+            lost=frozenset(r.run_id for r in held if not r.kept),
+            cancel_requested=frozenset(r.run_id for r in held if r.cancel),
+            idle_workers=int(rows[0].idle_workers),
         )

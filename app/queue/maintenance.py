@@ -1,4 +1,5 @@
-"""The reaper's passes: expired leases, stale workers, abandoned interactive runs, retention."""
+"""The reaper's passes: expired leases, stale workers, abandoned interactive runs (retention:
+app/queue/partitions.py)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,6 @@ REAPER_LOCK = statement("reaper_lock")
 REAP_EXPIRED = statement("reap_expired")
 FORGET_STALE_SUBSCRIBERS = statement("forget_stale_subscribers")
 PICK_ABANDONED = statement("pick_abandoned")
-PURGE_FINISHED = statement("purge_finished")
-COUNT_PURGEABLE = statement("count_purgeable")
 FORGET_STALE_WORKERS = statement("forget_stale_workers")
 
 
@@ -51,14 +50,3 @@ class Maintenance(Store):
                 return []
             rows = (await conn.execute(REQUEST_CANCEL, {"run_ids": run_ids, **cancel})).all()
         return [Run.from_row(r) for r in rows]
-
-    async def purge_finished(self, *, older_than_s: float, batch: int = 500) -> int:
-        """Delete one batch of finished runs (and, by cascade, their events) older than the age."""
-        async with self._tx() as conn:
-            result = await conn.execute(PURGE_FINISHED, {"older_than_s": older_than_s, "batch": batch})
-        return result.rowcount or 0
-
-    async def count_purgeable(self, *, older_than_s: float) -> int:
-        """How many runs :meth:`purge_finished` would delete (``runq purge --dry-run``)."""
-        async with self._statement() as conn:
-            return int((await conn.execute(COUNT_PURGEABLE, {"older_than_s": older_than_s})).scalar_one())

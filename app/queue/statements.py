@@ -80,6 +80,40 @@ def statement(name: str) -> TextClause:
     return text(BLOCKS[name].sql)
 
 
+_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
+_LITERAL = re.compile(r"^'[^']*'$")
+
+
+@dataclass(frozen=True, slots=True)
+class Template:
+    """A DDL block with ``{field}`` slots: DDL takes no bind parameters (``{partition}``...)."""
+
+    name: str
+    sql: str
+
+    def fill(self, **fields: str) -> TextClause:
+        """The statement with its slots filled. Every value must be a plain lower-case
+        identifier or a literal made by :func:`quote_literal`; anything else raises, so no
+        text from outside ever ends up in DDL."""
+        for value in fields.values():
+            if not (_IDENTIFIER.match(value) or _LITERAL.match(value)):
+                raise ValueError(f"{self.name}: {value!r} is neither an identifier nor a quoted literal")
+        return text(self.sql.format(**fields))
+
+
+def template(name: str) -> Template:
+    """The named DDL template (raises ``KeyError`` at import for a typo)."""
+    _used.add(name)
+    return Template(name, BLOCKS[name].sql)
+
+
+def quote_literal(value: str) -> str:
+    """``value`` as an SQL string literal (no quote inside: bounds and names never have one)."""
+    if "'" in value:
+        raise ValueError(f"{value!r} cannot be a literal here")
+    return f"'{value}'"
+
+
 def unused() -> set[str]:
     """Statements defined in the files that no module asked for (dead SQL)."""
     return set(BLOCKS) - _used

@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from app.db.autocommit import one_statement
 from app.db.errors import translated
 
 
@@ -46,11 +47,12 @@ class Store:
         """For one statement in autocommit, without BEGIN/COMMIT round trips on the hot paths.
 
         A statement is atomic on its own: a transition's CTEs (status, events, checkpoint,
-        NOTIFY) commit together, and a read sees one snapshot.
+        NOTIFY) commit together, and a read sees one snapshot. Behind a transaction-mode
+        pooler it runs in a transaction all the same (see ``PoolerPool``).
         """
         with translated():
-            async with self.engine.connect() as conn:
-                yield await conn.execution_options(isolation_level="AUTOCOMMIT")
+            async with one_statement(self.engine) as conn:
+                yield conn
 
     def _idle_bound(self) -> dict[str, str]:
         """``:ms`` for bound_idle_transaction: one lease of idleness."""

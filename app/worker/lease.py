@@ -41,8 +41,17 @@ class LeaseHolder(Protocol):
 class Heartbeat:
     """Use as ``with Heartbeat(...) as heartbeat:``; :meth:`hold` and :meth:`drop` runs inside."""
 
-    def __init__(self, *, database_url: str, worker: WorkerInfo, lease_s: float, interval_s: float) -> None:
+    def __init__(
+        self,
+        *,
+        database_url: str,
+        worker: WorkerInfo,
+        lease_s: float,
+        interval_s: float,
+        prepared_statements: bool | None = None,  # unset: RUNQ_DB_PREPARED_STATEMENTS
+    ) -> None:
         self._database_url = database_url
+        self._prepared_statements = prepared_statements
         self._worker = worker
         self._lease_s = lease_s
         self._interval_s = interval_s
@@ -51,6 +60,8 @@ class Heartbeat:
         self._renewed_at: dict[uuid.UUID, float] = {}  # monotonic time of the last renewal
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
+        # registered workers with a free slot, as of the last beat (read by the claim loop)
+        self.idle_workers = 1
 
     def hold(self, run_id: uuid.UUID, holder: LeaseHolder) -> None:
         with self._lock:
@@ -85,7 +96,12 @@ class Heartbeat:
 
     def _main(self) -> None:
         loop = asyncio.new_event_loop()
-        engine = create_engine(self._database_url, pool_size=1, application_name="runq-heartbeat")
+        engine = create_engine(
+            self._database_url,
+            pool_size=1,
+            application_name="runq-heartbeat",
+            prepared_statements=self._prepared_statements,
+        )
         queue = Queue(engine, lease_s=self._lease_s)
         try:
             # The first beat at once, so a worker is listed before its first claim.
@@ -113,6 +129,7 @@ class Heartbeat:
             self._expire_unrenewed(held)
             return
         HEARTBEAT_DURATION.observe(time.perf_counter() - started)
+        self.idle_workers = check.idle_workers
         renewed_at = time.monotonic()
         with self._lock:
             for run_id in held.keys() - check.lost:

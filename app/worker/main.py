@@ -53,7 +53,11 @@ async def serve(
         engine = engine_for(database_url, settings, role="worker")
         queue = Queue.from_settings(engine, settings)
         heartbeat = Heartbeat(
-            database_url=database_url, worker=worker, lease_s=settings.lease_s, interval_s=settings.heartbeat_s
+            database_url=database_url,
+            worker=worker,
+            lease_s=settings.lease_s,
+            interval_s=settings.heartbeat_s,
+            prepared_statements=settings.db_prepared_statements,
         )
         runner = Runner(
             queue=queue,
@@ -68,9 +72,11 @@ async def serve(
         sender = sender_from_settings(queue, settings)
         wakeup = Wakeup(
             asyncpg_dsn(settings.listen_database_url or database_url),
+            worker_id=worker_id,
             on_new_run=runner.wake,
             on_cancel=runner.cancel_requested,
             on_webhook=sender.wake,
+            on_listening=runner.listening,
         )
         log.info("worker started with %d slots", concurrency)
         try:

@@ -10,9 +10,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
+from datetime import UTC, datetime
 
 from app.domain import DatabaseUnavailable
 from app.metrics import (
+    EVENT_PARTITIONS,
     REAPER_RESCUES,
     RESUMES,
     RUNS_PURGED,
@@ -28,9 +31,10 @@ log = logging.getLogger(__name__)
 PURGE_BATCH = 500
 MIN_SCHEDULE_WAIT_S = 0.2  # a due slot another worker's pass is still firing
 PURGE_BATCHES_PER_PASS = 20  # each batch its own short transaction; 10,000 runs a pass at most
+HISTORY_EVERY_S = 60.0  # partitions change by the day: a process looks at them once a minute
 
 
-async def reap_once(queue: Queue, *, retention_s: float) -> None:
+async def reap_once(queue: Queue, *, retention_s: float, history: bool = True) -> None:
     for run in await queue.reap_expired():
         REAPER_RESCUES.labels(outcome=run.status.value).inc()
         if run.is_terminal:  # its worker is gone: nobody else counts this ending
@@ -47,13 +51,29 @@ async def reap_once(queue: Queue, *, retention_s: float) -> None:
     for schedule_id, run_id in await queue.fire_due_schedules():
         SCHEDULE_RUNS.inc()
         log.info("schedule %s created run %s", schedule_id, run_id)
+    if history:
+        await keep_partitions(queue, retention_s=retention_s)
     if retention_s > 0:
         await purge_past_retention(queue, older_than_s=retention_s)
 
 
+async def keep_partitions(queue: Queue, *, retention_s: float) -> None:
+    """run_events' day partitions made ahead and, with a retention, dropped once past it
+    (app/queue/partitions.py); the runs of dropped days are purged after."""
+    for name in await queue.create_event_partitions(today=datetime.now(UTC).date()):
+        EVENT_PARTITIONS.labels(change="created").inc()
+        log.info("event partition %s created", name)
+    if retention_s > 0:
+        if moved := await queue.rehome_unfinished():
+            log.info("%d runs still going after a day moved their history to today's partition", moved)
+        for name in await queue.drop_expired_partitions(older_than_s=retention_s):
+            EVENT_PARTITIONS.labels(change="dropped").inc()
+            log.info("event partition %s dropped: past retention", name)
+
+
 async def purge_past_retention(queue: Queue, *, older_than_s: float) -> int:
-    """Finished runs past retention, batch by batch, until one comes back short: a pass keeps
-    up with a busy cluster, yet no transaction holds many rows."""
+    """Finished runs past retention whose events are gone, batch by batch, until one comes
+    back short: a pass keeps up with a busy cluster, yet no transaction holds many rows."""
     purged = 0
     for _ in range(PURGE_BATCHES_PER_PASS):
         deleted = await queue.purge_finished(older_than_s=older_than_s, batch=PURGE_BATCH)
@@ -67,11 +87,15 @@ async def purge_past_retention(queue: Queue, *, older_than_s: float) -> int:
 
 
 async def reap_forever(queue: Queue, *, interval_s: float, retention_s: float) -> None:
+    history_due = 0.0
     while True:
         # Jitter keeps the workers' passes from colliding on the lock in lockstep.
         delay = interval_s * random.uniform(0.8, 1.2)
         try:
-            await reap_once(queue, retention_s=retention_s)
+            history = time.monotonic() >= history_due
+            await reap_once(queue, retention_s=retention_s, history=history)
+            if history:
+                history_due = time.monotonic() + HISTORY_EVERY_S
             due_in = await queue.next_schedule_due_in()
             if due_in is not None:  # a schedule's slot comes before the next pass: wake for it
                 delay = min(delay, max(due_in, MIN_SCHEDULE_WAIT_S))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import time
 import uuid
 from datetime import UTC, datetime
@@ -24,7 +25,7 @@ from app.agents.base import (
     load_agent,
 )
 from app.backoff import Backoff
-from app.domain import Claim, DatabaseUnavailable, Finish, LeaseLost, Run, Status
+from app.domain import Claim, ClaimBatch, DatabaseUnavailable, Finish, LeaseLost, Run, Status
 from app.logs import log_context
 from app.metrics import CLAIM_LATENCY, LEASES_LOST, PICKUP_LATENCY, RUNS_CLAIMED, count_ending
 from app.queue import Queue
@@ -65,10 +66,12 @@ class Runner:
         self._attempts: dict[uuid.UUID, Attempt] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
-        # The last claim found fewer runs than it asked for: a freed slot then waits for a
-        # NOTIFY or the poll instead of claiming from an empty queue once per finished run.
+        # The last claim found fewer runs than it asked for, or none left besides them: a freed
+        # slot then waits for a NOTIFY or the poll instead of claiming from an empty queue once
+        # per finished run (its ending tells the registry the slot is free, for the wake-ups).
         self._drained = False
         self._stopping = False
+        self._listening = False  # this worker's LISTEN session is up (app/worker/wakeup.py)
 
     # -- signals from outside --------------------------------------------------------------
 
@@ -76,6 +79,10 @@ class Runner:
         """A new run may be waiting (NOTIFY)."""
         self._drained = False
         self._wake.set()
+
+    def listening(self, up: bool) -> None:
+        """The LISTEN session came up or went down: while down, poll at the full rate."""
+        self._listening = up
 
     def cancel_requested(self, run_id: uuid.UUID) -> None:
         execution = self._attempts.get(run_id)
@@ -108,10 +115,23 @@ class Runner:
                     await self._sleep(wait)
                     continue
                 backoff.reset()
-                self._drained = len(claims) < free
+                self._drained = len(claims) < free or not claims.more
                 for claim in claims:
                     self._start(claim)
-            await self._sleep(self._poll_s)
+            await self._sleep(self._poll_interval())
+
+    def _poll_interval(self) -> float:
+        """How long to wait for a wake-up before claiming anyway.
+
+        The poll finds what no NOTIFY announced: runs whose ``available_at`` comes (retries
+        after a backoff, delayed runs) and wake-ups sent to a worker that could not take them.
+        While this worker listens and found the queue empty, the idle workers share that
+        duty: each polls every ``poll_s`` times their number (spread at random), so the fleet
+        polls about once per ``poll_s`` whatever its size, not once per worker.
+        """
+        if not (self._listening and self._drained):
+            return self._poll_s
+        return self._poll_s * max(1, self._heartbeat.idle_workers) * random.uniform(0.5, 1.5)
 
     async def _sleep(self, seconds: float) -> None:
         """Until woken or ``seconds`` pass: polling is the fallback when NOTIFY is lost."""
@@ -119,7 +139,7 @@ class Runner:
             async with asyncio.timeout(seconds):
                 await self._wake.wait()
 
-    async def _claim(self, limit: int) -> list[Claim]:
+    async def _claim(self, limit: int) -> ClaimBatch:
         started = time.perf_counter()
         claims = await self._queue.claim_batch(worker_id=self._worker_id, limit=limit)
         CLAIM_LATENCY.observe(time.perf_counter() - started)

@@ -24,16 +24,16 @@ def pooled(url: str) -> str:
     return make_url(url).update_query_dict({"prepared_statement_cache_size": "0"}).render_as_string(hide_password=False)
 
 
-async def test_worker_listens_on_its_own_url(database_url: str, engine: AsyncEngine, queue: Queue) -> None:
+async def test_worker_listens_on_its_own_url(database_url: str, direct_database_url: str, engine: AsyncEngine, queue: Queue) -> None:
     # Polling is slower than the test: only a NOTIFY can start the run in time.
-    async with in_process_worker(pooled(database_url), poll_s=60, listen_database_url=database_url):
+    async with in_process_worker(pooled(database_url), poll_s=60, listen_database_url=direct_database_url):
         await wait_for(lambda: backends(engine, LISTEN_APP))
         run = await enqueue_demo(queue, steps=0)
         assert (await wait_finished(queue, run.id, within=5)).status is Status.DONE
 
 
-async def test_api_listens_on_its_own_url(database_url: str) -> None:
-    app = create_app(Settings(database_url=pooled(database_url), listen_database_url=database_url, secret_key=SECRET))
+async def test_api_listens_on_its_own_url(database_url: str, direct_database_url: str) -> None:
+    app = create_app(Settings(database_url=pooled(database_url), listen_database_url=direct_database_url, secret_key=SECRET))
     async with app.router.lifespan_context(app):
         await wait_for(lambda: _true(app.state.runtime.hub.connected.is_set()))
         transport = httpx.ASGITransport(app)

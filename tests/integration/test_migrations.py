@@ -1,12 +1,17 @@
-"""The Alembic migrations: they match the metadata, and they go down and up again cleanly."""
+"""The Alembic migrations: they match the metadata, they go down and up again cleanly, and
+partitioning run_events (0011) keeps an existing database's every event, both ways."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from datetime import UTC, datetime
 
+import asyncpg
 from alembic import command
 from sqlalchemy.engine import make_url
 
+from app.db.engine import asyncpg_dsn
 from app.db.migrate import alembic_config, upgrade
 from tests.conftest import _admin
 
@@ -24,5 +29,62 @@ def test_downgrade_to_base_and_upgrade_again(server_url: str) -> None:
         command.downgrade(alembic_config(url), "base")
         upgrade(url)
         command.check(alembic_config(url))
+    finally:
+        _admin(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+EVENTS_DIGEST = (
+    "SELECT count(*), md5(string_agg(run_id::text || seq || type || data::text || attempt || created_at, ','"
+    " ORDER BY run_id, seq)) FROM run_events"
+)
+
+
+def test_partitioning_an_existing_database_keeps_every_event_both_ways(server_url: str) -> None:
+    """0007 with history → 0011 (run_events partitioned) → 0007 again: the same events each time."""
+    name = f"runq_migrate_{uuid.uuid4().hex[:8]}"
+    _admin(server_url, f'CREATE DATABASE "{name}"')
+    url = make_url(server_url).set(database=name).render_as_string(hide_password=False)
+    config = alembic_config(url)
+
+    async def go(*statements: str) -> list[tuple[object, ...]]:
+        conn = await asyncpg.connect(asyncpg_dsn(url))
+        try:
+            for sql in statements[:-1]:
+                await conn.execute(sql)
+            return [tuple(r) for r in await conn.fetch(statements[-1])]
+        finally:
+            await conn.close()
+
+    try:
+        command.upgrade(config, "0007")
+        before = asyncio.run(
+            go(
+                "INSERT INTO agent_runs (tenant_id, agent, max_attempts, status, created_at, finished_at)"
+                " SELECT 'acme', 'demo', 3, CASE WHEN i % 4 = 0 THEN 'pending' ELSE 'done' END,"
+                " now() - make_interval(days => i % 40 + 1), CASE WHEN i % 4 = 0 THEN NULL ELSE now() END"
+                " FROM generate_series(1, 400) AS i",
+                "INSERT INTO run_events (run_id, seq, type, data, attempt, created_at)"
+                " SELECT id, s, 'message.delta', jsonb_build_object('n', s), 1, created_at + make_interval(secs => s)"
+                " FROM agent_runs, generate_series(1, 7) AS s",
+                EVENTS_DIGEST,
+            )
+        )
+        assert before[0][0] == 2800
+        command.upgrade(config, "head")
+        command.check(config)
+        after = asyncio.run(go(EVENTS_DIGEST))
+        homes = asyncio.run(
+            go(
+                "SELECT e.tableoid::regclass::text, count(*) FROM run_events e JOIN agent_runs r"
+                " ON r.id = e.run_id AND r.history_at = e.history_at GROUP BY 1"
+            )
+        )
+        assert after == before
+        # the history so far sits in one partition, every event with its run's history_at
+        assert [h for h, _ in homes] == [f"run_events_before_{datetime.now(UTC):%Y%m%d}"] and homes[0][1] == 2800
+        command.downgrade(config, "0007")
+        assert asyncio.run(go(EVENTS_DIGEST)) == before
+        upgrade(url)
+        assert asyncio.run(go(EVENTS_DIGEST)) == before
     finally:
         _admin(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

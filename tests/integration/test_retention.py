@@ -1,15 +1,18 @@
-"""Retention through the worker's reaper: batched, never waiting on a lock, never touching
-pending or leased runs however old they are."""
+"""Retention through the worker's reaper: a day's events dropped with their partition, the runs'
+rows then purged in batches, never waiting on a lock, never touching pending or leased runs
+however old they are."""
 
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 
 from prometheus_client import REGISTRY
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.queue import Queue
+from app.queue.partitions import partition_name
 from app.worker.reaper import PURGE_BATCH, reap_once
 
 DAY_S = 86400.0
@@ -25,29 +28,37 @@ def purged_total() -> float:
     return REGISTRY.get_sample_value("runq_runs_purged_total") or 0.0
 
 
-async def test_the_reaper_purges_old_finished_runs_in_batches(queue: Queue, engine: AsyncEngine) -> None:
+async def test_the_reaper_drops_an_expired_day_whole_and_purges_its_runs_in_batches(
+    queue: Queue, engine: AsyncEngine
+) -> None:
+    day = (datetime.now(UTC) - timedelta(days=41)).date()
+    assert await queue.create_event_partition(day)
+    old_day = f"timestamptz '{day.isoformat()} 01:00+00'"
     async with engine.begin() as conn:
         await conn.execute(
             text(
-                "INSERT INTO agent_runs (tenant_id, agent, max_attempts, status, finished_at, created_at)"
-                " SELECT 'acme', 'demo', 3, (ARRAY['done', 'dead', 'cancelled'])[i % 3 + 1],"
-                " now() - interval '40 days', now() - interval '41 days' FROM generate_series(1, :n) AS i"
+                "INSERT INTO agent_runs (tenant_id, agent, max_attempts, status, created_at, history_at, finished_at)"
+                f" SELECT 'acme', 'demo', 3, (ARRAY['done', 'dead', 'cancelled'])[i % 3 + 1], {old_day}, {old_day},"
+                f" {old_day} + interval '1 hour' FROM generate_series(1, :n) AS i"
             ),
             {"n": OLD},
         )
         await conn.execute(
-            text("INSERT INTO run_events (run_id, seq, type, data, attempt) SELECT id, 1, 'run.queued', '{}', 0 FROM agent_runs")
+            text(
+                "INSERT INTO run_events (run_id, seq, type, data, attempt, history_at)"
+                " SELECT id, 1, 'run.queued', '{}', 0, history_at FROM agent_runs"
+            )
         )
     recent, _ = await queue.enqueue(tenant_id="acme", agent="demo", input={})
     await queue.request_cancel(recent.id, tenant_id="acme")
     old_pending, _ = await queue.enqueue(tenant_id="acme", agent="demo", input={})
     old_leased, _ = await queue.enqueue(tenant_id="acme", agent="demo", input={})
     await queue.claim_batch(worker_id="w", limit=1)  # FIFO: takes old_pending
-    async with engine.begin() as conn:  # both waiting or running for 40 days
+    async with engine.begin() as conn:  # both waiting or running since that day: in its partition
         await conn.execute(
             text(
-                "UPDATE agent_runs SET created_at = now() - interval '40 days',"
-                " available_at = now() - interval '40 days' WHERE id IN (:a, :b)"
+                f"UPDATE agent_runs SET created_at = {old_day}, history_at = {old_day},"
+                f" available_at = {old_day} WHERE id IN (:a, :b)"
             ),
             {"a": old_pending.id, "b": old_leased.id},
         )
@@ -63,6 +74,10 @@ async def test_the_reaper_purges_old_finished_runs_in_batches(queue: Queue, engi
         await held.rollback()
         await locker.close()
 
+    # The day went whole; the two runs still going were moved to today first, events and all.
+    assert partition_name(day) not in {p.name for p in await queue.event_partitions()}
+    for run in (old_pending, old_leased):
+        assert (await queue.read_events(run.id))[0].type == "run.queued"
     remaining = await count(engine, "SELECT count(*) FROM agent_runs WHERE finished_at < now() - interval '30 days'")
     assert remaining == 1  # the locked one, for the next pass
     assert await count(engine, "SELECT count(*) FROM agent_runs WHERE status IN ('pending', 'leased')") == 2

@@ -325,7 +325,13 @@ async def test_retention_purges_a_threads_old_runs_and_keeps_its_conversation(qu
     await queue.finish_many([Ended(run_id, claim.lease_id, Finish.done({}), (), (user("remember me"),))])
     async with engine.begin() as conn:
         await conn.execute(
-            text("UPDATE agent_runs SET finished_at = now() - CAST(:age AS interval) WHERE id = :id"),
+            # created and finished 40 days ago (its events follow into the default partition,
+            # which retention purges row by row: app/queue/partitions.py)
+            text(
+                "UPDATE agent_runs SET finished_at = now() - CAST(:age AS interval),"
+                " created_at = now() - CAST(:age AS interval), history_at = now() - CAST(:age AS interval)"
+                " WHERE id = :id"
+            ),
             {"age": timedelta(days=40), "id": run_id},
         )
     assert await queue.purge_finished(older_than_s=30 * 86400) == 1

@@ -19,17 +19,34 @@ def _compose() -> dict[str, Any]:
     return loaded
 
 
+def _default(value: str) -> str:
+    """What compose substitutes for ``${VAR:-default}`` when VAR is unset."""
+    return re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", value)
+
+
 def test_compose_has_the_production_shape() -> None:
     services = _compose()["services"]
-    assert set(services) == {"postgres", "migrate", "api", "worker"}
+    assert set(services) == {"postgres", "migrate", "api", "worker", "pgbouncer"}
     for name in ("migrate", "api", "worker"):
         env = services[name]["environment"]
         assert env["RUNQ_ENV"] == "production"
-        assert re.fullmatch(r"postgresql://\w+:\w+@postgres:5432/\w+", env["RUNQ_DATABASE_URL"])
+        assert re.fullmatch(r"postgresql://\w+:\w+@postgres:5432/\w+", _default(env["RUNQ_DATABASE_URL"]))
+        assert re.fullmatch(r"postgresql://\w+:\w+@postgres:5432/\w+", env["RUNQ_LISTEN_DATABASE_URL"])
         assert services[name]["build"] == "."
     assert services["migrate"]["depends_on"] == {"postgres": {"condition": "service_healthy"}}
     for name in ("api", "worker"):
         assert services[name]["depends_on"] == {"migrate": {"condition": "service_completed_successfully"}}
+
+
+def test_pgbouncer_is_optional_and_in_transaction_mode() -> None:
+    compose = _compose()
+    bouncer = compose["services"]["pgbouncer"]
+    assert bouncer["profiles"] == ["pgbouncer"]
+    assert "apt-get install -y --no-install-recommends pgbouncer" in bouncer["build"]["dockerfile_inline"]
+    ini = compose["configs"]["pgbouncer_ini"]["content"]
+    assert "pool_mode = transaction" in ini and "listen_port = 6432" in ini
+    for name in ("migrate", "api", "worker"):  # on by default, off when the pooler is used
+        assert _default(compose["services"][name]["environment"]["RUNQ_DB_PREPARED_STATEMENTS"]) == "true"
 
 
 def test_the_commands_are_real_runq_commands() -> None:

@@ -40,6 +40,13 @@ def test_a_page_is_finished_only_when_the_run_is_terminal_and_its_last_event_sen
     assert caught_up.finished and caught_up.last_seq is None and caught_up.body == b""
 
 
+def test_a_terminal_run_with_nothing_after_the_cursor_is_finished_even_below_its_last_seq() -> None:
+    """Retention dropped the rest of its history (its day's partition) just before its row."""
+    purged = encode(EventSlice(Status.DONE, 6, []), after=2)
+    assert purged.finished and purged.last_seq is None
+    assert not encode(EventSlice(Status.LEASED, 6, []), after=2).finished  # still running: wait
+
+
 def test_a_full_page_asks_for_more_at_once() -> None:
     events = [(seq, "message.delta", "{}") for seq in range(1, PAGE + 1)]
     page = encode(EventSlice(Status.DONE, PAGE + 1, events), after=0)

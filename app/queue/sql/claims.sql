@@ -24,19 +24,35 @@ WITH picked AS (
      WHERE r.id = picked.id
     RETURNING r.*
 ), started AS (
-    INSERT INTO run_events (run_id, seq, type, data, attempt)
-    SELECT id, last_event_seq, 'run.started', jsonb_build_object('attempt', attempts), attempts
+    INSERT INTO run_events (run_id, seq, type, data, attempt, history_at)
+    SELECT id, last_event_seq, 'run.started', jsonb_build_object('attempt', attempts), attempts, history_at
       FROM claimed
     RETURNING run_id
+), registered AS (
+    -- the worker's slots in use as of this claim (:limit were free), so that runq_wake_workers
+    -- picks workers that have room; a data-modifying CTE runs whether or not it is read
+    UPDATE workers SET slots_in_use = greatest(slots - CAST(:limit AS int), 0) + (SELECT count(*) FROM claimed)
+     WHERE worker_id = :worker_id
 ), notified AS MATERIALIZED (
     -- One NOTIFY per 150 runs ("<run_id>:<last_seq>" joined by commas, under 8,000 bytes),
     -- not one per run: each costs the committing backend and every listening session.
     SELECT pg_notify('${events_channel}', string_agg(n.id::text || ':' || n.last_event_seq, ',')) AS sent
       FROM (SELECT id, last_event_seq, (row_number() OVER ()) / 150 AS chunk FROM claimed) n
      GROUP BY n.chunk
+), room AS (
+    -- free slots other workers have registered: runq_wake_workers woke them for the runs left
+    SELECT coalesce(sum(slots - slots_in_use), 0) AS free FROM workers WHERE worker_id <> :worker_id
 )
 -- notified is referenced here, so that its NOTIFY is evaluated
-SELECT c.*, ck.state AS resume_state
+SELECT c.*, ck.state AS resume_state,
+       -- more runnable runs left than those free slots: a slot of ours that frees claims again
+       (SELECT count(*) FROM (SELECT 1 FROM agent_runs p
+                               WHERE p.status = 'pending' AND p.available_at <= now()
+                                 AND p.cancel_requested_at IS NULL
+                                 AND NOT EXISTS (SELECT 1 FROM claimed WHERE claimed.id = p.id)
+                               -- the claim's own index (never a scan of the history)
+                               ORDER BY p.queue_rank, p.created_at
+                               LIMIT (SELECT free FROM room) + 1) l) > (SELECT free FROM room) AS more
   FROM claimed c LEFT JOIN run_checkpoints ck ON ck.run_id = c.id
  WHERE (SELECT count(*) FROM notified) >= 0;
 
@@ -86,16 +102,22 @@ WITH inflight AS (
      WHERE r.id = picked.id
     RETURNING r.*
 ), started AS (
-    INSERT INTO run_events (run_id, seq, type, data, attempt)
-    SELECT id, last_event_seq, 'run.started', jsonb_build_object('attempt', attempts), attempts
+    INSERT INTO run_events (run_id, seq, type, data, attempt, history_at)
+    SELECT id, last_event_seq, 'run.started', jsonb_build_object('attempt', attempts), attempts, history_at
       FROM claimed
     RETURNING run_id
+), registered AS (
+    -- the worker's slots in use as of this claim (:limit were free), so that runq_wake_workers
+    -- picks workers that have room; a data-modifying CTE runs whether or not it is read
+    UPDATE workers SET slots_in_use = greatest(slots - CAST(:limit AS int), 0) + (SELECT count(*) FROM claimed)
+     WHERE worker_id = :worker_id
 ), notified AS MATERIALIZED (
     SELECT pg_notify('${events_channel}', string_agg(n.id::text || ':' || n.last_event_seq, ',')) AS sent
       FROM (SELECT id, last_event_seq, (row_number() OVER ()) / 150 AS chunk FROM claimed) n
      GROUP BY n.chunk
 )
-SELECT c.*, ck.state AS resume_state
+SELECT c.*, ck.state AS resume_state,
+       true AS more  -- with caps, whether a freed slot would find a run is not worth telling
   FROM claimed c LEFT JOIN run_checkpoints ck ON ck.run_id = c.id
  WHERE (SELECT count(*) FROM notified) >= 0;
 
@@ -109,7 +131,8 @@ SELECT EXISTS (SELECT 1 FROM tenant_limits WHERE max_inflight > 0);
 
 -- name: renew_leases
 -- The heartbeat: extend every lease still held and register the worker, in one statement;
--- which leases were lost, which cancelled.
+-- which leases were lost, which cancelled, and how many registered workers have a free slot
+-- (one row with a null run_id when no lease is held).
 WITH held AS (
     SELECT * FROM unnest(CAST(:run_ids AS uuid[]), CAST(:lease_ids AS uuid[])) AS h(run_id, lease_id)
 ), locked AS MATERIALIZED (
@@ -127,14 +150,20 @@ WITH held AS (
 ), registered AS (
     -- a data-modifying CTE runs whether or not it is read, so an idle worker (no lease held) is
     -- registered too; slots in use are the leases this beat kept, not the ones it asked for
-    INSERT INTO workers AS w (worker_id, host, pid, version, slots, slots_in_use, started_at, last_beat_at)
-    VALUES (:worker_id, :host, :pid, :version, :slots, (SELECT count(*) FROM renewed), now(), now())
+    INSERT INTO workers AS w (worker_id, host, pid, version, slots, slots_in_use, started_at, last_beat_at,
+                              wake_channel)
+    VALUES (:worker_id, :host, :pid, :version, :slots, (SELECT count(*) FROM renewed), now(), now(),
+            :wake_channel)
     ON CONFLICT (worker_id) DO UPDATE
        SET slots_in_use = excluded.slots_in_use, last_beat_at = now()
 )
 SELECT held.run_id, renewed.id IS NOT NULL AS kept,
-       coalesce(renewed.cancel_requested, false) AS cancel
-  FROM held LEFT JOIN renewed ON renewed.id = held.run_id;
+       coalesce(renewed.cancel_requested, false) AS cancel,
+       -- idle workers share the poll (app/worker/runner.py): the fleet's polls, not each one's
+       (SELECT count(*) FROM workers WHERE slots_in_use < slots) AS idle_workers
+  FROM (VALUES (1)) AS one(x)
+  LEFT JOIN held ON true
+  LEFT JOIN renewed ON renewed.id = held.run_id;
 
 -- name: bound_idle_transaction
 -- A transaction others wait on ends after one lease of idleness if its process stops (see claims.py).

@@ -43,10 +43,10 @@ WITH a AS (
            updated_at = now()
       FROM locked, a
      WHERE r.id = locked.id AND a.run_id = r.id AND r.lease_id = a.lease_id AND r.status = 'leased'
-    RETURNING r.id, r.last_event_seq, r.attempts, a.state, r.thread_id, r.cancel_reason
+    RETURNING r.id, r.last_event_seq, r.attempts, a.state, r.thread_id, r.cancel_reason, r.history_at
 ), ev AS (
-    INSERT INTO run_events (run_id, seq, type, data, attempt)
-    SELECT t.id, t.last_event_seq - e.n + e.k, e.type, e.data, t.attempts
+    INSERT INTO run_events (run_id, seq, type, data, attempt, history_at)
+    SELECT t.id, t.last_event_seq - e.n + e.k, e.type, e.data, t.attempts, t.history_at
       FROM t JOIN e ON e.run_id = t.id
     RETURNING run_id
 ), ck AS (
@@ -93,8 +93,10 @@ SELECT t.id, t.last_event_seq FROM t
 
 -- name: read_events
 -- One run's events after a cursor; seqs commit in order, so none can appear later below it.
+-- history_at names the run's one partition: the others are pruned when the statement starts.
 SELECT seq, type, data, attempt, created_at FROM run_events
  WHERE run_id = :run_id AND seq > :after
+   AND history_at = (SELECT history_at FROM agent_runs WHERE id = :run_id)
  ORDER BY seq
  LIMIT :limit;
 
@@ -102,11 +104,12 @@ SELECT seq, type, data, attempt, created_at FROM run_events
 -- What an API process's streams need after a wake-up, for every (run, cursor) they follow.
 -- Each run's next events (data as JSON text, sent as is) and, from the same snapshot, its
 -- status and last seq, so a stream knows without another read whether more can come.
+-- r.history_at prunes each run's read to its one partition of run_events.
 SELECT c.i, r.status, r.last_event_seq, e.seq, e.type, e.data::text AS data
   FROM unnest(CAST(:run_ids AS uuid[]), CAST(:afters AS int[])) WITH ORDINALITY AS c(run_id, after, i)
   JOIN agent_runs r ON r.id = c.run_id
   LEFT JOIN LATERAL (SELECT seq, type, data FROM run_events
-                      WHERE run_id = c.run_id AND seq > c.after
+                      WHERE run_id = c.run_id AND history_at = r.history_at AND seq > c.after
                       ORDER BY seq
                       LIMIT :limit) e ON true
  ORDER BY c.i, e.seq;

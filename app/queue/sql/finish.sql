@@ -32,7 +32,7 @@ WITH f AS (
        FOR UPDATE OF th
 ), locked AS MATERIALIZED (
     -- rows locked in id order, as append_events_if_leased and renew_leases lock them
-    SELECT r.id FROM agent_runs r JOIN f ON f.run_id = r.id
+    SELECT r.id, r.locked_by FROM agent_runs r JOIN f ON f.run_id = r.id
      WHERE r.lease_id = f.lease_id AND r.status = 'leased'
        AND (SELECT count(*) FROM thread_locked) >= 0  -- threads first
      ORDER BY r.id
@@ -101,11 +101,11 @@ WITH f AS (
     -- not the input: decoding it again for every finished run costs more than a no-op run
     RETURNING r.id, r.status, r.attempts, r.output, r.available_at, r.updated_at, r.finished_at,
               r.locked_by, r.locked_until, r.error_code, r.error_message, r.cancel_reason,
-              r.last_event_seq, r.waitpoint, f.ending, r.thread_id
+              r.last_event_seq, r.waitpoint, f.ending, r.thread_id, r.history_at
 ), ev AS (
     -- only the runs whose lease held (t), so a lost lease drops that run's events alone
-    INSERT INTO run_events (run_id, seq, type, data, attempt)
-    SELECT t.id, t.last_event_seq - e.n - 1 + e.k, e.type, e.data, t.attempts
+    INSERT INTO run_events (run_id, seq, type, data, attempt, history_at)
+    SELECT t.id, t.last_event_seq - e.n - 1 + e.k, e.type, e.data, t.attempts, t.history_at
       FROM t JOIN e ON e.run_id = t.id
     UNION ALL
     SELECT t.id, t.last_event_seq,
@@ -121,7 +121,7 @@ WITH f AS (
                                                        'available_at', t.available_at)
                 WHEN 'cancelled' THEN jsonb_build_object('reason', t.cancel_reason)
                 ELSE jsonb_build_object('error_code', t.error_code, 'error_message', t.error_message) END,
-           t.attempts
+           t.attempts, t.history_at
       FROM t
     RETURNING run_id
 ), waited AS (
@@ -176,10 +176,16 @@ WITH f AS (
     SELECT pg_notify('${events_channel}', string_agg(n.id::text || ':' || n.last_event_seq, ',')) AS sent
       FROM (SELECT id, last_event_seq, (row_number() OVER ()) / 150 AS chunk FROM t) n
      GROUP BY n.chunk
+), freed AS (
+    -- the worker's registered slots in use drop with the runs it ended, so runq_wake_workers
+    -- sees its room at once, not at its next heartbeat (runs ending in one batch share a worker)
+    UPDATE workers w SET slots_in_use = greatest(w.slots_in_use - x.n, 0)
+      FROM (SELECT l.locked_by, count(*) AS n FROM locked l JOIN t ON t.id = l.id GROUP BY l.locked_by) x
+     WHERE w.worker_id = x.locked_by
 ), woken AS MATERIALIZED (
     -- released runs are claimable at once: wake idle workers instead of waiting for their poll
-    SELECT pg_notify('${runs_channel}', '') AS sent
-     WHERE EXISTS (SELECT 1 FROM t WHERE t.ending = 'released' AND t.status = 'pending')
+    -- (retries with a backoff are not: their available_at is ahead, the poll finds them)
+    SELECT runq_wake_workers((SELECT count(*) FROM t WHERE t.ending = 'released' AND t.status = 'pending')) AS sent
 )
 SELECT t.id, t.status, t.attempts, t.output, t.available_at, t.updated_at, t.finished_at,
        t.locked_by, t.locked_until, t.error_code, t.error_message, t.cancel_reason, t.last_event_seq

@@ -7,8 +7,8 @@ SELECT pg_try_advisory_xact_lock(hashtext('runq.reaper'));
 
 -- name: reap_expired
 -- Expired leases back to pending, or dead (lease_expired) once attempts are used up, or
--- cancelled when a cancel was requested; each with its outcome event; idle workers woken.
--- Attempts that ended in a wait (wait_count) do not count toward max_attempts.
+-- cancelled when a cancel was requested; each with its outcome event; idle workers woken for the
+-- runs back to pending. Attempts that ended in a wait (wait_count) do not count toward max_attempts.
 WITH expired AS (
     SELECT id AS expired_id FROM agent_runs
      WHERE status = 'leased' AND locked_until < now()
@@ -38,7 +38,7 @@ WITH expired AS (
      WHERE id = expired.expired_id
     RETURNING agent_runs.*
 ), ev AS (
-    INSERT INTO run_events (run_id, seq, type, data, attempt)
+    INSERT INTO run_events (run_id, seq, type, data, attempt, history_at)
     SELECT t.id, t.last_event_seq,
            CASE t.status WHEN 'pending' THEN 'run.retrying'
                          WHEN 'cancelled' THEN 'run.cancelled'
@@ -48,13 +48,16 @@ WITH expired AS (
                                                        'available_at', t.available_at)
                 WHEN 'cancelled' THEN jsonb_build_object('reason', t.cancel_reason)
                 ELSE jsonb_build_object('error_code', t.error_code, 'error_message', t.error_message) END,
-           t.attempts
+           t.attempts, t.history_at
       FROM t
     RETURNING run_id
+), woken AS MATERIALIZED (
+    -- the runs back to pending wake as many idle workers as they need
+    SELECT runq_wake_workers((SELECT count(*) FROM t WHERE t.status = 'pending')) AS sent
 )
-SELECT t.*, pg_notify('${events_channel}', t.id::text || ':' || t.last_event_seq),
-       pg_notify('${runs_channel}', '')
-  FROM t;
+SELECT t.*, pg_notify('${events_channel}', t.id::text || ':' || t.last_event_seq)
+  FROM t
+ WHERE (SELECT count(*) FROM woken) >= 0;
 
 -- name: forget_stale_subscribers
 -- Subscribers of processes that died without detaching; their runs' grace window starts at last sight.
@@ -82,12 +85,16 @@ SELECT r.id FROM agent_runs r
    FOR UPDATE SKIP LOCKED;
 
 -- name: purge_finished
--- Retention: one batch of finished runs older than the age (their events go by cascade).
+-- Retention: one batch of finished runs older than the age whose events partition is gone
+-- (history_at < :before, the oldest day partition still there; see app/queue/partitions.py), so
+-- the cascade to run_events finds nothing left to delete row by row. Oldest first by creation;
+-- a run created that early but still going or re-homed is rare, so the scan skips few.
 WITH old AS (
     SELECT id FROM agent_runs
-     WHERE status IN ('done', 'dead', 'cancelled')
+     WHERE created_at < :before AND history_at < :before
+       AND status IN ('done', 'dead', 'cancelled')
        AND finished_at < now() - make_interval(secs => :older_than_s)
-     ORDER BY finished_at
+     ORDER BY created_at
      LIMIT :batch
        FOR UPDATE SKIP LOCKED
 )
@@ -96,8 +103,72 @@ DELETE FROM agent_runs WHERE id IN (SELECT id FROM old);
 -- name: count_purgeable
 -- How many finished runs purge_finished would delete at this age (runq purge --dry-run).
 SELECT count(*) FROM agent_runs
- WHERE status IN ('done', 'dead', 'cancelled')
+ WHERE created_at < :before AND history_at < :before
+   AND status IN ('done', 'dead', 'cancelled')
    AND finished_at < now() - make_interval(secs => :older_than_s);
+
+-- name: list_event_partitions
+-- The partitions of run_events with their bounds (lo null: MINVALUE), oldest first; expired:
+-- the partition's day ended more than the age plus a day ago (a run's events may go on
+-- arriving for a day before the reaper re-homes it, so later than that none are in flight).
+SELECT p.name, p.is_default, p.lo, p.hi,
+       coalesce(p.hi <= now() - make_interval(secs => CAST(:older_than_s AS float8) + :grace_s), false) AS expired
+  FROM (SELECT c.relname AS name, b.bound = 'DEFAULT' AS is_default,
+               CAST((regexp_match(b.bound, 'FROM \(''([^'']+)''\)'))[1] AS timestamptz) AS lo,
+               CAST((regexp_match(b.bound, 'TO \(''([^'']+)''\)'))[1] AS timestamptz) AS hi
+          FROM pg_inherits i
+          JOIN pg_class c ON c.oid = i.inhrelid
+         CROSS JOIN LATERAL (SELECT pg_get_expr(c.relpartbound, c.oid) AS bound) b
+         WHERE i.inhparent = CAST('run_events' AS regclass)) p
+ ORDER BY p.is_default, p.lo NULLS FIRST;
+
+-- name: partition_lock_timeout
+-- Partition DDL locks run_events (and, for a new partition's foreign key, agent_runs) for a
+-- moment: it gives up rather than queue every statement behind a long one; the next pass retries.
+SET LOCAL lock_timeout = '200ms';
+
+-- name: create_event_partition_table
+-- A day's partition, made outside run_events first (DDL template: {partition} is filled in).
+CREATE TABLE {partition} (LIKE run_events INCLUDING DEFAULTS);
+
+-- name: move_default_events
+-- Events that went to the default partition for lack of their day's partition (the reaper was
+-- down): moved into it before it is attached, in the same transaction.
+WITH moved AS (
+    DELETE FROM run_events_default
+     WHERE history_at >= :lo AND history_at < :hi
+    RETURNING run_id, seq, type, data, attempt, created_at, history_at
+)
+INSERT INTO {partition} (run_id, seq, type, data, attempt, created_at, history_at)
+SELECT run_id, seq, type, data, attempt, created_at, history_at FROM moved;
+
+-- name: attach_event_partition
+-- The new partition joins run_events (its keys, foreign key and trigger are cloned onto it).
+ALTER TABLE run_events ATTACH PARTITION {partition} FOR VALUES FROM ({lo}) TO ({hi});
+
+-- name: rehome_unfinished_runs
+-- Runs still going a day after their history_at move their history to today's partition (the
+-- foreign key's ON UPDATE CASCADE moves their events in the same statement), so an expired
+-- partition never holds a run that can still write.
+WITH old AS (
+    SELECT id FROM agent_runs
+     WHERE status NOT IN ('done', 'dead', 'cancelled')
+       AND history_at < now() - make_interval(secs => :grace_s)
+     ORDER BY history_at
+     LIMIT :batch
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE agent_runs r SET history_at = now() FROM old WHERE r.id = old.id;
+
+-- name: partition_has_unfinished_runs
+-- Whether a run still going has its events in [lo, hi): such a partition is not dropped yet.
+SELECT EXISTS (SELECT 1 FROM agent_runs
+                WHERE status NOT IN ('done', 'dead', 'cancelled')
+                  AND history_at >= coalesce(CAST(:lo AS timestamptz), '-infinity') AND history_at < :hi);
+
+-- name: drop_event_partition
+-- Retention by partition: a day's events, all at once (DDL template: {partition} is filled in).
+DROP TABLE {partition};
 
 -- name: forget_stale_workers
 -- Worker rows whose process stopped beating for a lease (killed, frozen); a live one comes back.

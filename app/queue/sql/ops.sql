@@ -8,20 +8,24 @@ WITH t AS (
            queue_rank = now() - make_interval(secs => priority * CAST(:aging_s AS float8)),
            finished_at = NULL, output = NULL, cancel_requested_at = NULL, cancel_reason = NULL,
            error_code = NULL, error_message = NULL, detached_at = NULL,
+           -- a finished run going again moves its history to today's partition (its events
+           -- follow by the foreign key's ON UPDATE CASCADE), so that no partition still to be
+           -- dropped holds a run that runs (app/queue/partitions.py)
+           history_at = now(),
            last_event_seq = last_event_seq + cardinality(CAST(:types AS text[])),
            updated_at = now()
      WHERE id = :run_id AND status IN ('dead', 'cancelled')
     RETURNING *
 ), ev AS (
-    INSERT INTO run_events (run_id, seq, type, data, attempt)
+    INSERT INTO run_events (run_id, seq, type, data, attempt, history_at)
     SELECT t.id, t.last_event_seq - cardinality(CAST(:types AS text[])) + e.ord,
-           e.type, e.data, t.attempts
+           e.type, e.data, t.attempts, t.history_at
       FROM t, unnest(CAST(:types AS text[]), CAST(:datas AS jsonb[]))
               WITH ORDINALITY AS e(type, data, ord)
     RETURNING run_id
 )
 SELECT t.*, pg_notify('${events_channel}', t.id::text || ':' || t.last_event_seq),
-       pg_notify('${runs_channel}', '')
+       runq_wake_workers(1)
   FROM t;
 
 -- name: count_by_status

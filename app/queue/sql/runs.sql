@@ -3,6 +3,7 @@
 -- name: enqueue
 -- A pending run and its run.queued (seq 1); no row when the tenant's idempotency key is taken.
 -- In a thread (its row locked by the caller), the run takes the thread's next turn.
+-- runq_wake_workers (migration 0012) wakes one idle worker, or all when none is registered free.
 WITH ins AS (
     INSERT INTO agent_runs (tenant_id, agent, priority, max_attempts, available_at, queue_rank,
                             input_json, budget_json, idempotency_key, request_hash,
@@ -19,8 +20,8 @@ WITH ins AS (
     ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING *
 ), queued AS (
-    INSERT INTO run_events (run_id, seq, type, data, attempt)
-    SELECT id, 1, 'run.queued', '{}'::jsonb, 0 FROM ins
+    INSERT INTO run_events (run_id, seq, type, data, attempt, history_at)
+    SELECT id, 1, 'run.queued', '{}'::jsonb, 0, history_at FROM ins
     RETURNING run_id
 ), turn_taken AS (
     -- threads (§8): the thread's turn counter (nothing for a run without a thread)
@@ -29,10 +30,11 @@ WITH ins AS (
       FROM ins
      WHERE th.id = ins.thread_id
 )
-SELECT ins.*, pg_notify('${runs_channel}', '') FROM ins;
+SELECT ins.*, runq_wake_workers(1) FROM ins;
 
 -- name: enqueue_many
--- Many pending runs of one agent, each with its run.queued; one NOTIFY wakes idle workers once.
+-- Many pending runs of one agent, each with its run.queued; idle workers with free slots for
+-- them are woken once.
 WITH ins AS (
     INSERT INTO agent_runs (tenant_id, agent, priority, max_attempts, available_at, queue_rank,
                             input_json, last_event_seq)
@@ -43,13 +45,13 @@ WITH ins AS (
            i.input, 1
       FROM unnest(CAST(:inputs AS jsonb[])) WITH ORDINALITY AS i(input, ord)
      ORDER BY i.ord
-    RETURNING id
+    RETURNING id, history_at
 ), queued AS (
-    INSERT INTO run_events (run_id, seq, type, data, attempt)
-    SELECT id, 1, 'run.queued', '{}'::jsonb, 0 FROM ins
+    INSERT INTO run_events (run_id, seq, type, data, attempt, history_at)
+    SELECT id, 1, 'run.queued', '{}'::jsonb, 0, history_at FROM ins
     RETURNING run_id
 )
-SELECT (SELECT array_agg(id) FROM ins) AS ids, pg_notify('${runs_channel}', '');
+SELECT (SELECT array_agg(id) FROM ins) AS ids, runq_wake_workers((SELECT count(*) FROM ins));
 
 -- name: analyze_runs
 -- Fresh statistics after a bulk enqueue, counting its uncommitted rows (see runs.py).
@@ -104,14 +106,15 @@ WITH t AS (
      WHERE w.run_id = t.id AND t.status = 'cancelled' AND w.resumed_at IS NULL AND w.cancelled_at IS NULL
     RETURNING w.run_id
 ), ev AS (
-    INSERT INTO run_events (run_id, seq, type, data, attempt)
+    INSERT INTO run_events (run_id, seq, type, data, attempt, history_at)
     SELECT t.id, t.last_event_seq - CASE t.status WHEN 'cancelled' THEN 1 ELSE 0 END
                  - cardinality(CAST(:types AS text[])) + e.ord,
-           e.type, e.data, t.attempts
+           e.type, e.data, t.attempts, t.history_at
       FROM t, unnest(CAST(:types AS text[]), CAST(:datas AS jsonb[]))
               WITH ORDINALITY AS e(type, data, ord)
     UNION ALL
-    SELECT t.id, t.last_event_seq, 'run.cancelled', jsonb_build_object('reason', t.cancel_reason), t.attempts
+    SELECT t.id, t.last_event_seq, 'run.cancelled', jsonb_build_object('reason', t.cancel_reason), t.attempts,
+           t.history_at
       FROM t
      WHERE t.status = 'cancelled'
     RETURNING run_id

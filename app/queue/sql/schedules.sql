@@ -85,10 +85,10 @@ WITH due AS (
       FROM due LEFT JOIN turns ON turns.id = due.thread_id
      WHERE due.thread_id IS NULL OR turns.id IS NOT NULL
     ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING id, schedule_id
+    RETURNING id, schedule_id, history_at
 ), queued AS (
-    INSERT INTO run_events (run_id, seq, type, data, attempt)
-    SELECT id, 1, 'run.queued', '{}'::jsonb, 0 FROM ins
+    INSERT INTO run_events (run_id, seq, type, data, attempt, history_at)
+    SELECT id, 1, 'run.queued', '{}'::jsonb, 0, history_at FROM ins
     RETURNING run_id
 ), advanced AS (
     UPDATE schedules s
@@ -96,5 +96,8 @@ WITH due AS (
       FROM due LEFT JOIN ins ON ins.schedule_id = due.id
      WHERE s.id = due.id
     RETURNING s.id
+), woken AS MATERIALIZED (
+    SELECT runq_wake_workers((SELECT count(*) FROM ins)) AS sent
 )
-SELECT ins.id AS run_id, ins.schedule_id, pg_notify('${runs_channel}', '') FROM ins;
+SELECT ins.id AS run_id, ins.schedule_id FROM ins
+ WHERE (SELECT count(*) FROM woken) >= 0;

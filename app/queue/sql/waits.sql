@@ -41,16 +41,17 @@ WITH g AS (
      WHERE w.waitpoint_id = t.resumed_waitpoint_id
     RETURNING w.run_id
 ), ev AS (
-    INSERT INTO run_events (run_id, seq, type, data, attempt)
+    INSERT INTO run_events (run_id, seq, type, data, attempt, history_at)
     SELECT t.id, t.last_event_seq, 'run.resumed',
            CASE WHEN t.resumed_timed_out
                 THEN jsonb_build_object('waitpoint_id', t.resumed_waitpoint_id, 'timed_out', true)
                 ELSE jsonb_build_object('waitpoint_id', t.resumed_waitpoint_id, 'value', t.resumed_value) END,
-           t.attempts
+           t.attempts, t.history_at
       FROM t
     RETURNING run_id
 ), woken AS MATERIALIZED (
-    SELECT pg_notify('${runs_channel}', '') AS sent WHERE EXISTS (SELECT 1 FROM t)
+    -- the resumed runs wake as many idle workers as they need (runq_wake_workers, migration 0012)
+    SELECT runq_wake_workers((SELECT count(*) FROM t)) AS sent
 )
 SELECT t.*, pg_notify('${events_channel}', t.id::text || ':' || t.last_event_seq)
   FROM t

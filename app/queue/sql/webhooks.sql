@@ -19,7 +19,9 @@ WITH due AS (
     RETURNING d.*
 )
 SELECT taken.*, e.data AS event_data, e.attempt AS event_attempt, e.created_at AS event_created_at
-  FROM taken JOIN run_events e ON e.run_id = taken.run_id AND e.seq = taken.event_seq;
+  FROM taken
+  JOIN agent_runs r ON r.id = taken.run_id  -- its history_at names the event's partition
+  JOIN run_events e ON e.run_id = taken.run_id AND e.history_at = r.history_at AND e.seq = taken.event_seq;
 
 -- name: settle_delivery
 -- One attempt's outcome, fenced by its attempt number: delivered, stopped (410), or a retry

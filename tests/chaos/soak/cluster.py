@@ -22,6 +22,7 @@ from app.api.keys import create_key
 from app.db.embedded import EmbeddedPostgres
 from app.db.engine import asyncpg_dsn
 from app.db.migrate import upgrade
+from tests import pgbouncer_support
 from tests.api_support import ApiProcess, free_port
 from tests.chaos.conftest import CHAOS_ENV, WorkerProcess
 
@@ -57,12 +58,21 @@ class SoakCluster:
         self.workers: list[WorkerProcess] = []
         self.every_worker: list[WorkerProcess] = []
         self.stopped: set[int] = set()  # pids under SIGSTOP
+        # RUNQ_TEST_PGBOUNCER=1: the APIs and workers go through PgBouncer, LISTEN direct
+        self.bouncer: pgbouncer_support.PgBouncer | None = None
+        self.runq_env: dict[str, str] = {}
 
     def start(self) -> None:
         self.url = self.db.start()
         upgrade(self.url)
-        api_env = {k: v for k, v in SOAK_ENV.items() if k != "RUNQ_AGENTS"}
-        self.apis = [ApiProcess(self.url, env=api_env) for _ in range(self.n_apis)]
+        runq_url = self.url
+        if pgbouncer_support.ENABLED:
+            self.bouncer = pgbouncer_support.PgBouncer(self.url).__enter__()
+            runq_url = self.bouncer.url(self.db.database)
+            self.runq_env = {"RUNQ_LISTEN_DATABASE_URL": self.url, "RUNQ_DB_PREPARED_STATEMENTS": "false"}
+        self.runq_env["RUNQ_DATABASE_URL"] = runq_url
+        api_env = {k: v for k, v in SOAK_ENV.items() if k != "RUNQ_AGENTS"} | self.runq_env
+        self.apis = [ApiProcess(runq_url, env=api_env) for _ in range(self.n_apis)]
         for _ in range(self.n_workers):
             self.workers.append(self._spawn_worker())
         for api in self.apis:
@@ -74,7 +84,7 @@ class SoakCluster:
         return await create_key(self.url, tenant_id=tenant, admin=admin)
 
     def _spawn_worker(self) -> WorkerProcess:
-        env = os.environ | SOAK_ENV | {"RUNQ_DATABASE_URL": self.url}
+        env = os.environ | SOAK_ENV | self.runq_env
         worker = WorkerProcess(len(self.every_worker), env=env, concurrency=self.concurrency, logs=self.logs)
         self.every_worker.append(worker)
         return worker
@@ -151,6 +161,8 @@ class SoakCluster:
         for api in self.apis:
             with contextlib.suppress(Exception):
                 api.stop()
+        if self.bouncer is not None:
+            self.bouncer.__exit__(None, None, None)
         self.db.stop()
 
     def remove(self) -> None:

@@ -24,8 +24,8 @@ async def no_reads(cursors: object) -> list[None]:
 
 
 @pytest.fixture
-async def hub(database_url: str) -> AsyncIterator[EventHub[None]]:
-    hub: EventHub[None] = EventHub(asyncpg_dsn(database_url), no_reads, backoff_min_s=0.05)
+async def hub(direct_database_url: str) -> AsyncIterator[EventHub[None]]:
+    hub: EventHub[None] = EventHub(asyncpg_dsn(direct_database_url), no_reads, backoff_min_s=0.05)
     await hub.start()
     async with asyncio.timeout(10):
         await hub.connected.wait()

@@ -1,0 +1,182 @@
+"""Wake-ups without a herd: a new run wakes about as many idle workers as it needs.
+
+``runq_wake_workers()`` (migration 0012) picks workers with free slots from the registry and
+notifies their own channels; it broadcasts only when the registry shows too few free slots.
+The fleet tests count claim statements from ``pg_stat_statements``, on an embedded server of
+this module's own: the extension needs ``shared_preload_libraries``, which the session's
+server (or the one named by RUNQ_TEST_DATABASE_URL) may not have.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.db.embedded import EmbeddedPostgres
+from app.db.engine import asyncpg_dsn, create_engine
+from app.db.migrate import upgrade
+from app.domain import WorkerInfo
+from app.queue import Queue, channels
+from tests.conftest import TABLES
+from tests.worker_support import in_process_worker, wait_until
+
+IDLE_WORKERS = 32
+# Claim statements, capped or not, by their first line (pg_stat_statements keeps the text).
+CLAIMS = "(query LIKE 'WITH picked AS%' OR query LIKE 'WITH inflight AS%')"
+FLEET = {"lease_s": 10.0, "heartbeat_s": 1.0, "reaper_s": 5.0, "db_pool_size": 2}
+
+
+@pytest.fixture(scope="module")
+def stats_url() -> Iterator[str]:
+    """A migrated database on a server with pg_stat_statements loaded."""
+    root = Path(tempfile.mkdtemp(prefix="runq-test-stats-", dir="/tmp"))
+    root.chmod(0o755)
+    server = EmbeddedPostgres(
+        root / "pgdata", fast=True, max_connections=400,
+        settings={"shared_preload_libraries": "pg_stat_statements"},
+    )
+    try:
+        url = make_url(server.start()).set(database="runq").render_as_string(hide_password=False)
+        upgrade(url)
+        yield url
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+async def stats(stats_url: str) -> AsyncIterator[asyncpg.Connection]:
+    conn = await asyncpg.connect(asyncpg_dsn(stats_url))
+    await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    await conn.execute(f"TRUNCATE {TABLES}")
+    await conn.execute("SELECT pg_stat_statements_reset()")
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
+async def claim_statements(conn: asyncpg.Connection) -> int:
+    return int(
+        await conn.fetchval(
+            "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements"
+            f" WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND {CLAIMS}"
+        )
+    )
+
+
+@contextlib.asynccontextmanager
+async def idle_fleet(url: str, conn: asyncpg.Connection, **settings: float) -> AsyncIterator[None]:
+    """``IDLE_WORKERS`` in-process workers of one slot each, registered and listening."""
+    async with contextlib.AsyncExitStack() as stack:
+        for _ in range(IDLE_WORKERS):
+            await stack.enter_async_context(in_process_worker(url, concurrency=1, **(FLEET | settings)))
+
+        async def ready() -> bool:
+            registered = await conn.fetchval("SELECT count(*) FROM workers WHERE wake_channel IS NOT NULL")
+            listening = await conn.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'runq-listen'"
+                " AND datname = current_database()"
+            )
+            return bool(registered == listening == IDLE_WORKERS)
+
+        await wait_until(ready, within=60, what=f"{IDLE_WORKERS} idle workers")
+        await wait_until(lambda: settled(conn), within=30, what="the start-up claims")
+        yield
+
+
+async def settled(conn: asyncpg.Connection) -> bool:
+    """Every worker made its start-up claims (one as it starts, one once its LISTEN is up) and
+    none came within half a second: they all wait for a wake-up."""
+    before = await claim_statements(conn)
+    await asyncio.sleep(0.5)
+    return before >= IDLE_WORKERS and await claim_statements(conn) == before
+
+
+async def finished(conn: asyncpg.Connection, runs: int) -> bool:
+    return bool(await conn.fetchval("SELECT count(*) FROM agent_runs WHERE status = 'done'") == runs)
+
+
+async def test_a_burst_is_claimed_with_about_one_claim_per_run(stats_url: str, stats: asyncpg.Connection) -> None:
+    runs, enqueuers = 1000, 4
+    engine = create_engine(stats_url, pool_size=enqueuers)
+    queue = Queue(engine)
+    try:
+        async with idle_fleet(stats_url, stats):  # polling every second, as by default
+            before = await claim_statements(stats)
+
+            async def enqueue(n: int) -> None:
+                for _ in range(n):
+                    await queue.enqueue(tenant_id="t1", agent="demo", input={"steps": 0})
+
+            await asyncio.gather(*(enqueue(runs // enqueuers) for _ in range(enqueuers)))
+            await wait_until(lambda: finished(stats, runs), within=120, what=f"{runs} runs done")
+            claims = await claim_statements(stats) - before
+    finally:
+        await engine.dispose()
+    # with every NOTIFY broadcast, each run cost up to one claim per idle worker
+    assert claims <= 1.5 * runs, f"{claims} claim statements for {runs} runs"
+
+
+async def test_one_run_at_a_time_wakes_one_worker(stats_url: str, stats: asyncpg.Connection) -> None:
+    runs = 20
+    engine = create_engine(stats_url, pool_size=1)
+    queue = Queue(engine)
+    try:
+        # the poll out of the way: every claim counted here was caused by a wake-up
+        async with idle_fleet(stats_url, stats, poll_s=60.0):
+            before = await claim_statements(stats)
+            for i in range(runs):
+                await queue.enqueue(tenant_id="t1", agent="demo", input={"steps": 0})
+                await wait_until(lambda n=i + 1: finished(stats, n), within=10, what="the run done")
+            claims = await claim_statements(stats) - before
+    finally:
+        await engine.dispose()
+    # with every NOTIFY broadcast, each run cost one claim per idle worker
+    assert claims <= 1.5 * runs, f"{claims} claim statements for {runs} runs"
+
+
+async def listen(conn: asyncpg.Connection, names: list[str]) -> list[str]:
+    heard: list[str] = []
+    for name in names:
+        await conn.add_listener(name, lambda _c, _pid, channel, _payload: heard.append(channel))
+    return heard
+
+
+async def test_the_registry_decides_whom_to_wake(queue: Queue, engine: AsyncEngine, direct_database_url: str) -> None:
+    busy, one, two = WorkerInfo.start(slots=1), WorkerInfo.start(slots=1), WorkerInfo.start(slots=2)
+    for worker in (busy, one, two):
+        await queue.renew_leases({}, worker=worker)
+    await queue.enqueue(tenant_id="t1", agent="demo", input={})
+    await queue.claim_batch(worker_id=busy.worker_id, limit=1)  # its claim marks its one slot used
+    [in_use] = [w.slots_in_use for w in await queue.list_workers() if w.worker_id == busy.worker_id]
+    assert in_use == 1
+    conn = await asyncpg.connect(asyncpg_dsn(direct_database_url))
+    try:
+        heard = await listen(conn, [channels.RUNS] + [channels.wake(w.worker_id) for w in (busy, one, two)])
+
+        async def woken_by(runs: int) -> set[str]:
+            heard.clear()
+            async with engine.begin() as sa_conn:
+                await sa_conn.exec_driver_sql(f"SELECT runq_wake_workers({runs})")
+            await wait_until(lambda: heard, within=5, what="a wake-up")
+            await asyncio.sleep(0.05)  # every NOTIFY of one commit arrives together
+            return set(heard)
+
+        for _ in range(10):  # one run: one worker with room, never the busy one
+            assert len(woke := await woken_by(1)) == 1
+            assert woke < {channels.wake(one.worker_id), channels.wake(two.worker_id)}
+        # three runs: both workers with room (1 + 2 free slots)
+        assert await woken_by(3) == {channels.wake(one.worker_id), channels.wake(two.worker_id)}
+        assert await woken_by(4) == {channels.RUNS}  # more runs than registered free slots
+    finally:
+        await conn.close()
