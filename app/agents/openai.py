@@ -44,6 +44,7 @@ class _Turn:
     text: str = ""
     calls: dict[int, dict[str, Any]] = field(default_factory=dict)
     finished: bool = False
+    counted: bool = False  # the model call is in the run's usage (with tokens, if sent)
 
     def add(self, delta: Mapping[str, Any]) -> str:
         """Fold one chunk's delta in; return its new text."""
@@ -230,13 +231,33 @@ class OpenAIAgent:
                         if text:
                             await ctx.emit("message.delta", {"text": text})
                         turn.finished = turn.finished or choice.get("finish_reason") is not None
+                    if isinstance(chunk.get("usage"), dict) and not turn.counted:
+                        # Inside the stream: past max_tokens this raises, and leaving the block
+                        # closes the stream at once.
+                        turn.counted = True
+                        _record(ctx, chunk["usage"])
         except httpx.TransportError as exc:
             raise TransientModelError(f"{type(exc).__name__}: {exc}") from exc
         except json.JSONDecodeError as exc:
             raise TransientModelError(f"malformed stream chunk: {exc}") from exc
         if not turn.finished:
             raise TransientModelError("stream ended before the turn finished")
+        if not turn.counted:  # a model that sends no usage: a model call, no tokens
+            turn.counted = True
+            ctx.record_usage(model_calls=1)
         return turn
+
+
+def _record(ctx: RunContext, usage: Mapping[str, Any]) -> None:
+    """One model call with the tokens of its usage chunk (chat completions' names)."""
+
+    def tokens(name: str) -> int:
+        value = usage.get(name)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+    ctx.record_usage(
+        input_tokens=tokens("prompt_tokens"), output_tokens=tokens("completion_tokens"), model_calls=1
+    )
 
 
 def _http_error(response: httpx.Response) -> Exception:
@@ -281,7 +302,8 @@ def _request_base(input: Mapping[str, Any], settings: Settings) -> dict[str, Any
     model = input.get("model", settings.openai_model)
     if not isinstance(model, str) or not model:
         raise FatalError("`model` must be a non-empty string", code="invalid_input")
-    body: dict[str, Any] = {"model": model, "stream": True}
+    # include_usage: a last chunk (no choices) carries the turn's token counts
+    body: dict[str, Any] = {"model": model, "stream": True, "stream_options": {"include_usage": True}}
     temperature = input.get("temperature")
     if temperature is not None:
         if isinstance(temperature, bool) or not isinstance(temperature, int | float):

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
-from app.domain import Event, Run, Status
+from app.domain import Event, Run, Status, Usage
 
 MAX_INPUT_DEPTH = 64
 FiniteSeconds = Annotated[float, Field(allow_inf_nan=False)]
@@ -63,6 +63,9 @@ class Budget(BaseModel):
     max_turns: Annotated[int, Field(gt=0, le=1_000_000), Integral] | None = None
     max_tool_calls: Annotated[int, Field(gt=0, le=1_000_000), Integral] | None = None
     deadline_s: Annotated[FiniteSeconds, Field(gt=0, le=365 * 86400)] | None = None
+    max_tokens: Annotated[int, Field(gt=0, le=10**12), Integral] | None = Field(
+        default=None, description="input plus output tokens over all attempts; past it the run ends dead (budget_exceeded)"
+    )
 
 
 WebhookEvent = Literal["run.completed", "run.failed", "run.cancelled", "run.waiting"]
@@ -118,6 +121,19 @@ class CancelRun(BaseModel):
         return value
 
 
+class UsageOut(BaseModel):
+    """What the run consumed over all its attempts (docs/usage.md)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    model_calls: int = 0
+    tool_calls: int = 0
+
+    @classmethod
+    def of(cls, usage: Usage) -> UsageOut:
+        return cls(**usage.as_dict())
+
+
 class RunOut(BaseModel):
     """A run as tenants see it: never the worker's lease fields."""
 
@@ -143,12 +159,13 @@ class RunOut(BaseModel):
     disconnect_grace_s: float
     last_event_seq: int
     schedule_id: uuid.UUID | None = Field(default=None, description="the schedule that created the run")
+    usage: UsageOut = Field(default_factory=UsageOut)
 
     @classmethod
     def of(cls, run: Run) -> Self:
         """The run's fields this model (or a subclass, as the admin's) declares."""
-        fields = {name: getattr(run, name) for name in cls.model_fields if name != "id"}
-        return cls(id=str(run.id), **fields)
+        fields = {name: getattr(run, name) for name in cls.model_fields if name not in ("id", "usage")}
+        return cls(id=str(run.id), usage=UsageOut.of(run.usage), **fields)
 
 
 class RunPage(BaseModel):

@@ -6,10 +6,11 @@ import hashlib
 import json
 import math
 import re
+import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from app.domain import Delivery, Event, Schedule
+from app.domain import Delivery, Event, Schedule, Usage
 
 NewEvents = Sequence[tuple[str, Mapping[str, Any]]]
 
@@ -56,6 +57,20 @@ def loads(value: Any) -> Any:
 def events_params(events: NewEvents) -> dict[str, list[str]]:
     """``:types`` and ``:datas``, the two arrays a statement unnests into a run's new events."""
     return {"types": [storable_text(t) for t, _ in events], "datas": [dumps(d) for _, d in events]}
+
+
+class _WithUsage(Protocol):
+    @property
+    def run_id(self) -> uuid.UUID: ...
+    @property
+    def usage(self) -> Usage | None: ...
+
+
+def usage_params(items: Sequence[_WithUsage]) -> dict[str, list[Any]]:
+    """``:usage_run_ids`` and ``:usages``, the deltas a statement adds to runs' usage (only the
+    runs that consumed something: the others' usage and tenant hours are left untouched)."""
+    used = [(item.run_id, item.usage) for item in items if item.usage is not None and any(item.usage)]
+    return {"usage_run_ids": [run_id for run_id, _ in used], "usages": [dumps(u.as_dict()) for _, u in used]}
 
 
 def request_hash(body: Mapping[str, Any]) -> str:

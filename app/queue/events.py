@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.domain import Event, EventSlice, LeaseLost, Status
-from app.queue.codec import NewEvents, dumps, event_from_row, events_params, loads
+from app.domain import Event, EventSlice, LeaseLost, Status, Usage
+from app.queue.codec import NewEvents, dumps, event_from_row, events_params, loads, usage_params
 from app.queue.statements import statement
 from app.queue.store import Store
 
@@ -32,6 +32,7 @@ class Appended:
     lease_id: uuid.UUID
     events: NewEvents = ()
     state: Any = None  # None: no checkpoint with these events
+    usage: Usage | None = None  # consumed since the run's last stored write (with a checkpoint)
 
 
 class Events(Store):
@@ -50,6 +51,7 @@ class Events(Store):
             "states": [None if a.state is None else dumps(a.state) for a in ordered],
             "event_run_ids": [a.run_id for a in ordered for _ in a.events],
             **events_params([event for a in ordered for event in a.events]),
+            **usage_params(ordered),
         }
         async with self._statement() as conn:
             rows = (await conn.execute(APPEND_EVENTS_IF_LEASED, params)).all()

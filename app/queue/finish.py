@@ -7,8 +7,8 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.domain import Ending, Finish, Finished, LeaseLost
-from app.queue.codec import NewEvents, dumps, storable_text
+from app.domain import Ending, Finish, Finished, LeaseLost, Usage
+from app.queue.codec import NewEvents, dumps, storable_text, usage_params
 from app.queue.statements import statement
 from app.queue.store import Store
 
@@ -23,6 +23,7 @@ class Ended:
     lease_id: uuid.UUID
     finish: Finish
     events: NewEvents = ()
+    usage: Usage | None = None  # consumed since the run's last checkpoint
 
 
 class Endings(Store):
@@ -45,6 +46,7 @@ class Endings(Store):
             "event_run_ids": [e.run_id for e in ordered for _ in e.events],
             "types": [t for e in ordered for t, _ in e.events],
             "datas": [dumps(d) for e in ordered for _, d in e.events],
+            **usage_params(ordered),
             "retry_base_s": self.retry_base_s,
             "retry_max_s": self.retry_max_s,
             "aging_s": self.aging_s,

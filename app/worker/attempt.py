@@ -7,7 +7,8 @@ kills the run's tools at once, even while an agent blocks the loop.
 Every write goes to the worker's :class:`~app.worker.writer.Writer` fenced by the claim's
 lease, and through the redactor. Checkpoints also carry the budget counters, so ``max_turns``
 and ``max_tool_calls`` hold over the whole run, not per attempt: the agent sees only its own
-state as ``resume_state``.
+state as ``resume_state``. Usage (tokens, model and tool calls) rides the same statements:
+what the attempt consumed since its last checkpoint goes with the next one or with the ending.
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from app.agents.base import Agent, BudgetExceeded
-from app.domain import Claim, DatabaseUnavailable, Finish, Finished, LeaseLost
+from app.domain import Claim, DatabaseUnavailable, Finish, Finished, LeaseLost, Usage
 from app.metrics import EVENTS_APPENDED
 from app.queue import Queue
 from app.redact import Redactor
 from app.tools.shell import ProcessGroups, ShellResult, run_shell
 from app.worker.decide import AgentEnded, StopReason
 from app.worker.events import EventBuffer, PendingEvent, Take
+from app.worker.usage import UsageMeter
 from app.worker.writer import Writer
 
 T = TypeVar("T")
@@ -57,7 +59,11 @@ class Attempt:
         self.budget: Mapping[str, Any] = run.budget
         saved = claim.resume_state if isinstance(claim.resume_state, dict) else {}
         self.resume_state: Any = saved.get("state")
-        self.usage = {name: int(saved.get(name, 0)) for name in _LIMITS}
+        self.counts = {name: int(saved.get(name, 0)) for name in _LIMITS}
+        max_tokens = run.budget.get("max_tokens")
+        self.usage = UsageMeter(
+            run.usage, tenant_id=run.tenant_id, max_tokens=None if max_tokens is None else int(max_tokens)
+        )
         self.lease_id = claim.lease_id
         self.groups = ProcessGroups()
         self.stop_reason: StopReason | None = None
@@ -136,14 +142,17 @@ class Attempt:
         """Write the attempt's ending with every event still buffered, once the agent is done
         (nothing cancels it any more); :class:`LeaseLost` if the claim is no longer ours."""
         finish = self._clean(finish)
-        return await self.events.flush_final(
+        usage = self.usage.unstored
+        finished = await self.events.flush_final(
             lambda take: self._write(
                 lambda redacted: self._writer.finish(
-                    run_id=self.run_id, lease_id=self.lease_id, finish=finish, take=redacted
+                    run_id=self.run_id, lease_id=self.lease_id, finish=finish, take=redacted, usage=usage
                 ),
                 take,
             )
         )
+        self.usage.written(usage)
+        return finished
 
     def close(self) -> None:
         """The attempt is over: no task to cancel, no tool left running, no timer pending."""
@@ -180,18 +189,20 @@ class Attempt:
     async def checkpoint(self, state: Any) -> None:
         """Store ``state`` with the events before it; waits out a database outage (the events
         stay buffered meanwhile), so a checkpoint never fails the attempt."""
-        stored = {"state": state, **self.usage}
+        stored = {"state": state, **self.counts}
         while True:
+            usage = self.usage.unstored
             try:
-                await self.events.flush_with(lambda take: self._append(take, state=stored))
+                await self.events.flush_with(lambda take: self._append(take, state=stored, usage=usage))
+                self.usage.written(usage)
                 return
             except DatabaseUnavailable as exc:  # the writer's next tick retries, later under load
                 log.debug("checkpoint not stored yet: %s", exc)
 
-    async def _append(self, take: Take, *, state: Any = None) -> None:
+    async def _append(self, take: Take, *, state: Any = None, usage: Usage | None = None) -> None:
         await self._write(
             lambda redacted: self._writer.append(
-                run_id=self.run_id, lease_id=self.lease_id, take=redacted, state=state
+                run_id=self.run_id, lease_id=self.lease_id, take=redacted, state=state, usage=usage
             ),
             take,
         )
@@ -244,9 +255,21 @@ class Attempt:
 
     def count_tool_call(self) -> None:
         self._count("tool_calls")
+        self.usage.add(Usage(tool_calls=1))
+
+    def record_usage(
+        self, *, input_tokens: int = 0, output_tokens: int = 0, model_calls: int = 0, tool_calls: int = 0
+    ) -> None:
+        """Add what a model call (or a tool) consumed. Past ``budget.max_tokens`` the run stops
+        at once (its tools are killed, ``cancelled`` turns true) and ends dead with
+        ``budget_exceeded``, whatever the agent does with the exception raised here."""
+        self.usage.add(Usage(input_tokens, output_tokens, model_calls, tool_calls))
+        if self.usage.over_budget:
+            self._mark_stopped("budget")
+            raise BudgetExceeded(self.usage.budget_message)
 
     def _count(self, name: str) -> None:
-        self.usage[name] += 1
+        self.counts[name] += 1
         limit = self.budget.get(_LIMITS[name])
-        if limit is not None and self.usage[name] > int(limit):
+        if limit is not None and self.counts[name] > int(limit):
             raise BudgetExceeded(f"{_LIMITS[name]} of {limit} used up")

@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from app.agents.base import AgentError, DeadlineExceeded, FatalError
+from app.agents.base import AgentError, BudgetExceeded, DeadlineExceeded, FatalError
 from app.domain import DatabaseUnavailable, Finish, LeaseLost
 
-StopReason = Literal["cancel", "lease_lost", "shutdown", "deadline"]
+StopReason = Literal["cancel", "lease_lost", "shutdown", "deadline", "budget"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +25,9 @@ class AgentEnded:
         return not self.cancelled and self.error is None
 
 
-def decide(ended: AgentEnded, stop: StopReason | None, *, deadline_message: str) -> Finish | None:
+def decide(
+    ended: AgentEnded, stop: StopReason | None, *, deadline_message: str, budget_message: str = ""
+) -> Finish | None:
     """The ending of this attempt, or ``None`` when its lease is lost: the claim belongs to
     someone else now, and this worker writes nothing more for it.
 
@@ -43,6 +45,8 @@ def decide(ended: AgentEnded, stop: StopReason | None, *, deadline_message: str)
                 return Finish.released()
             case "deadline":
                 return Finish.dead(DeadlineExceeded.code, deadline_message)
+            case "budget":  # max_tokens passed: also when the agent swallowed BudgetExceeded
+                return Finish.dead(BudgetExceeded.code, budget_message)
     match error:
         case None if ended.returned:
             return Finish.done(ended.value)

@@ -172,7 +172,12 @@ class Runner:
             self._heartbeat.hold(run.id, attempt)
             try:
                 ended = await self._run_agent(attempt)
-                finish = decide(ended, attempt.stop_reason, deadline_message=_deadline_message(run))
+                finish = decide(
+                    ended,
+                    attempt.stop_reason,
+                    deadline_message=_deadline_message(run),
+                    budget_message=attempt.usage.budget_message,
+                )
                 if finish is None:
                     LEASES_LOST.inc()
                     log.warning("lease lost: run stopped, nothing more written for this attempt")

@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
-from app.domain import Finish, Finished, LeaseLost
+from app.domain import Finish, Finished, LeaseLost, Usage
 from app.queue import Appended, Ended, NewEvents, Queue
 
 MAX_BATCH = 64
@@ -153,18 +153,31 @@ class Writer:
         )
 
     async def append(
-        self, *, run_id: uuid.UUID, lease_id: uuid.UUID, take: Take, state: Any = None
+        self,
+        *,
+        run_id: uuid.UUID,
+        lease_id: uuid.UUID,
+        take: Take,
+        state: Any = None,
+        usage: Usage | None = None,
     ) -> int:
-        """The run's buffered events (with a ``state``, also its checkpoint) on the next tick;
-        its last seq, or :class:`LeaseLost` if the claim is no longer ours."""
-        return await self._appends.write(lambda: Appended(run_id, lease_id, take(), state))
+        """The run's buffered events (with a ``state``, also its checkpoint and the ``usage``
+        since the last one) on the next tick; its last seq, or :class:`LeaseLost` if the claim
+        is no longer ours."""
+        return await self._appends.write(lambda: Appended(run_id, lease_id, take(), state, usage))
 
     async def finish(
-        self, *, run_id: uuid.UUID, lease_id: uuid.UUID, finish: Finish, take: Take
+        self,
+        *,
+        run_id: uuid.UUID,
+        lease_id: uuid.UUID,
+        finish: Finish,
+        take: Take,
+        usage: Usage | None = None,
     ) -> Finished:
-        """End the attempt with its buffered events (batched with the other runs' endings);
-        :class:`LeaseLost` if the claim is no longer ours."""
-        return await self._endings.write(lambda: Ended(run_id, lease_id, finish, take()))
+        """End the attempt with its buffered events and the usage since its last checkpoint
+        (batched with the other runs' endings); :class:`LeaseLost` if the claim is no longer ours."""
+        return await self._endings.write(lambda: Ended(run_id, lease_id, finish, take(), usage))
 
     async def record_effect(
         self, *, run_id: uuid.UUID, lease_id: uuid.UUID, key: str, result: Any

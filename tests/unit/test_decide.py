@@ -30,6 +30,10 @@ CASES: list[tuple[str, AgentEnded, StopReason | None, Finish | None]] = [
     ("raised on shutdown", raised(ValueError("x")), "shutdown", Finish.released()),
     ("stopped by deadline", CANCELLED, "deadline", Finish.dead("deadline_exceeded", "late")),
     ("stopped, lease lost", CANCELLED, "lease_lost", None),
+    ("stopped by max_tokens", CANCELLED, "budget", Finish.dead("budget_exceeded", "over")),
+    ("raised on max_tokens", raised(BudgetExceeded("over")), "budget", Finish.dead("budget_exceeded", "over")),
+    ("swallowed max_tokens, then raised", raised(ValueError("x")), "budget", Finish.dead("budget_exceeded", "over")),
+    ("returned, then max_tokens", RETURNED, "budget", Finish.done({"text": "hi"})),
     ("raised LeaseLost", raised(LeaseLost("r")), None, None),
     ("raised LeaseLost during a cancel", raised(LeaseLost("r")), "cancel", None),
     ("fatal", raised(FatalError("no")), None, Finish.dead("fatal_error", "no")),
@@ -45,7 +49,7 @@ CASES: list[tuple[str, AgentEnded, StopReason | None, Finish | None]] = [
 
 @pytest.mark.parametrize(("ended", "stop", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_decide(ended: AgentEnded, stop: StopReason | None, expected: Finish | None) -> None:
-    assert decide(ended, stop, deadline_message="late") == expected
+    assert decide(ended, stop, deadline_message="late", budget_message="over") == expected
 
 
 def test_every_ending_is_reachable() -> None:

@@ -15,6 +15,11 @@ WITH a AS (
            count(*) OVER (PARTITION BY x.run_id) AS n
       FROM unnest(CAST(:event_run_ids AS uuid[]), CAST(:types AS text[]), CAST(:datas AS jsonb[]))
               WITH ORDINALITY AS x(run_id, type, data, ord)
+), u AS (
+    -- usage (docs/usage.md): what a run consumed since its last stored write, sent with its
+    -- checkpoint only, so what an attempt used after its last checkpoint is stored once: by
+    -- its next checkpoint or ending, or (when the attempt is lost) by the attempt that redoes it
+    SELECT * FROM unnest(CAST(:usage_run_ids AS uuid[]), CAST(:usages AS jsonb[])) AS u(run_id, delta)
 ), locked AS MATERIALIZED (
     -- rows locked in id order, as the heartbeat and the endings lock them: batched statements
     -- of one worker over the same runs never deadlock
@@ -27,6 +32,11 @@ WITH a AS (
     -- to the API's writes (a cancel request appends its event under the same lock)
     UPDATE agent_runs r
        SET last_event_seq = r.last_event_seq + coalesce((SELECT max(e.n) FROM e WHERE e.run_id = r.id), 0),
+           -- usage: the delta added key by key
+           usage = coalesce((SELECT jsonb_object_agg(k, coalesce((r.usage ->> k)::bigint, 0)
+                                                        + coalesce((u.delta ->> k)::bigint, 0))
+                               FROM u, jsonb_object_keys(r.usage || u.delta) AS k
+                              WHERE u.run_id = r.id), r.usage),
            updated_at = now()
       FROM locked, a
      WHERE r.id = locked.id AND a.run_id = r.id AND r.lease_id = a.lease_id AND r.status = 'leased'
@@ -44,6 +54,23 @@ WITH a AS (
        SET state = excluded.state, attempt = excluded.attempt, event_seq = excluded.event_seq,
            created_at = now()
     RETURNING run_id
+), hourly AS (
+    -- usage: the same deltas per tenant and hour (admin stats: tokens over the last 24 h), for
+    -- the runs whose lease held; in tenant order, so statements of two workers lock rows alike
+    INSERT INTO tenant_usage_hourly AS h (tenant_id, hour, input_tokens, output_tokens, model_calls, tool_calls)
+    SELECT r.tenant_id, date_trunc('hour', now()),
+           sum(coalesce((u.delta ->> 'input_tokens')::bigint, 0)),
+           sum(coalesce((u.delta ->> 'output_tokens')::bigint, 0)),
+           sum(coalesce((u.delta ->> 'model_calls')::bigint, 0)),
+           sum(coalesce((u.delta ->> 'tool_calls')::bigint, 0))
+      FROM u JOIN t ON t.id = u.run_id JOIN agent_runs r ON r.id = u.run_id
+     GROUP BY r.tenant_id
+     ORDER BY r.tenant_id
+    ON CONFLICT (tenant_id, hour) DO UPDATE
+       SET input_tokens = h.input_tokens + excluded.input_tokens,
+           output_tokens = h.output_tokens + excluded.output_tokens,
+           model_calls = h.model_calls + excluded.model_calls,
+           tool_calls = h.tool_calls + excluded.tool_calls
 ), notified AS MATERIALIZED (
     -- One NOTIFY per 150 runs ("<run_id>:<last_seq>" joined by commas, under 8,000 bytes), and
     -- only for runs with something to read: a hundred streams reading nothing is not free
