@@ -31,7 +31,7 @@ from app.queue.codec import NewEvents, request_hash
 from app.queue.events import Appended, Events
 from app.queue.finish import FINISH_IF_LEASED, Ended, Endings
 from app.queue.maintenance import Maintenance
-from app.queue.ops import QUEUE_DEPTH, Ops, QueueDepth, QueueStats
+from app.queue.ops import QUEUE_DEPTH, Ops, QueueDepth, QueueSample, QueueStats
 from app.queue.runs import Runs
 from app.queue.schedules import Schedules
 from app.queue.webhooks import DeliveryJob, Webhooks
@@ -55,6 +55,7 @@ __all__ = [
     "NewEvents",
     "Queue",
     "QueueDepth",
+    "QueueSample",
     "QueueStats",
     "WorkerView",
     "database_down",
