@@ -8,10 +8,10 @@ import os
 import secrets
 import socket
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from datetime import datetime
 from enum import StrEnum
-from collections.abc import Mapping
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -55,6 +55,9 @@ class Usage(NamedTuple):
         return self._asdict()
 
 
+NO_USAGE = Usage()
+
+
 @dataclass(frozen=True, slots=True)
 class Run:
     id: uuid.UUID
@@ -81,7 +84,7 @@ class Run:
     locked_by: str | None
     locked_until: datetime | None
     schedule_id: uuid.UUID | None = None
-    usage: Usage = Usage()
+    usage: Usage = NO_USAGE
     traceparent: str | None = None  # W3C trace context of the request that created the run
 
     @property

@@ -20,7 +20,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -28,6 +29,7 @@ from typing import Any
 
 import httpx
 
+from app import tracing
 from app.agents.base import FatalError, RetryableError, RunContext
 from app.agents.model_client import TransientModelError, model_connections
 from app.agents.tools import DEFAULT_TOOLS, Tool, ToolRegistry, ToolResult, invoke
@@ -210,6 +212,7 @@ class OpenAIAgent:
             # Leaving this block for any reason (a cancel or lost lease arrives as task
             # cancellation) closes the response, and with it the connection mid-stream.
             async with (
+                _model_span(body["model"]) as span,
                 connections.slot() as client,
                 client.stream("POST", "chat/completions", json=body, headers=headers) as response,
             ):
@@ -235,7 +238,7 @@ class OpenAIAgent:
                         # Inside the stream: past max_tokens this raises, and leaving the block
                         # closes the stream at once.
                         turn.counted = True
-                        _record(ctx, chunk["usage"])
+                        _record(ctx, span, chunk["usage"])
         except httpx.TransportError as exc:
             raise TransientModelError(f"{type(exc).__name__}: {exc}") from exc
         except json.JSONDecodeError as exc:
@@ -248,16 +251,24 @@ class OpenAIAgent:
         return turn
 
 
-def _record(ctx: RunContext, usage: Mapping[str, Any]) -> None:
+@asynccontextmanager
+async def _model_span(model: str) -> AsyncIterator[tracing.Span]:
+    """The model call's span (OpenTelemetry's gen_ai names), its HTTP request's span below it."""
+    attributes = {"gen_ai.system": "openai", "gen_ai.operation.name": "chat", "gen_ai.request.model": model}
+    with tracing.span("runq.model_call", attributes=attributes) as span:
+        yield span
+
+
+def _record(ctx: RunContext, span: tracing.Span, usage: Mapping[str, Any]) -> None:
     """One model call with the tokens of its usage chunk (chat completions' names)."""
 
     def tokens(name: str) -> int:
         value = usage.get(name)
         return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
-    ctx.record_usage(
-        input_tokens=tokens("prompt_tokens"), output_tokens=tokens("completion_tokens"), model_calls=1
-    )
+    input_tokens, output_tokens = tokens("prompt_tokens"), tokens("completion_tokens")
+    span.set_attributes({"gen_ai.usage.input_tokens": input_tokens, "gen_ai.usage.output_tokens": output_tokens})
+    ctx.record_usage(input_tokens=input_tokens, output_tokens=output_tokens, model_calls=1)
 
 
 def _http_error(response: httpx.Response) -> Exception:

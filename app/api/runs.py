@@ -19,6 +19,7 @@ from app.domain import Status
 from app.metrics import RUNS_CREATED, count_ending
 from app.queue import request_hash
 from app.redact import redact
+from app.tracing import run_traceparent
 
 router = APIRouter(tags=["runs"])
 
@@ -37,6 +38,7 @@ SSE_MEDIA_TYPE = "text/event-stream"
 )
 async def create_run(
     body: CreateRun,
+    http_request: Request,
     principal: Tenant,
     runtime: RuntimeDep,
     response: Response,
@@ -73,6 +75,7 @@ async def create_run(
         idempotency_key=idempotency_key,
         request_digest=request_hash(request) if idempotency_key else None,
         webhook=webhook,
+        traceparent=run_traceparent(http_request.headers.get("traceparent")),
     )
     if created:
         RUNS_CREATED.labels(agent=run.agent).inc()

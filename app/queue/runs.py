@@ -65,6 +65,7 @@ class Runs(Store):
         idempotency_key: str | None = None,
         request_digest: str | None = None,
         webhook: Mapping[str, Any] | None = None,
+        traceparent: str | None = None,
     ) -> tuple[Run, bool]:
         """Store a pending run with its ``run.queued`` event; ``(run, created)``.
 
@@ -85,6 +86,7 @@ class Runs(Store):
             "on_disconnect": on_disconnect,
             "disconnect_grace_s": float(disconnect_grace_s),
             "webhook": dumps(webhook) if webhook is not None else None,
+            "traceparent": traceparent,
         }
         async with self._statement() as conn:
             row = (await conn.execute(ENQUEUE, params)).first()

@@ -17,6 +17,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from typing import Any, TypeVar
 
 from app.agents.base import Agent, BudgetExceeded
@@ -193,7 +194,7 @@ class Attempt:
         while True:
             usage = self.usage.unstored
             try:
-                await self.events.flush_with(lambda take: self._append(take, state=stored, usage=usage))
+                await self.events.flush_with(partial(self._append, state=stored, usage=usage))
                 self.usage.written(usage)
                 return
             except DatabaseUnavailable as exc:  # the writer's next tick retries, later under load

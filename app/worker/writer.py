@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
+from app import tracing
 from app.domain import Finish, Finished, LeaseLost, Usage
 from app.queue import Appended, Ended, NewEvents, Queue
 
@@ -87,6 +88,7 @@ class Batcher(Generic[ItemT, ResultT]):
         return await future
 
     async def _drain(self) -> None:
+        tracing.detach()  # started by one run's write, it writes for all of them
         loop = asyncio.get_running_loop()
         while True:
             # at least one turn of the loop: items added in this same turn join the batch
