@@ -4,7 +4,8 @@ Off unless ``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``OTEL_TRACES_EXPORTER`` is set (a
 ``OTEL_SDK_DISABLED`` is not ``true``); everything else (service name, resource attributes,
 sampler, the OTLP endpoint, protocol and headers) is the SDK's own reading of the ``OTEL_*``
 variables. Nothing here imports ``opentelemetry`` until :func:`configure` finds tracing asked
-for, so runq without the extra never loads it; every helper below is a no-op while tracing is off.
+for, so runq without the extra never needs it (tests/unit/test_tracing_absent.py); every helper
+below is a no-op while tracing is off.
 
 A run's trace starts at the request that created it: ``traceparent`` (W3C trace context) is
 stored on the run, and each attempt in a worker is a span under it, with the claim, the model
