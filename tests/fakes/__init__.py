@@ -10,8 +10,9 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-async def eventually(probe: Callable[[], Awaitable[T] | T], *, within_s: float = 10.0) -> T:
-    """Poll ``probe`` until it returns something truthy; fail after ``within_s`` seconds."""
+async def eventually(probe: Callable[[], Awaitable[T] | T], *, within_s: float = 30.0) -> T:
+    """Poll ``probe`` until it returns something truthy; fail after ``within_s`` seconds (a
+    ceiling for a loaded machine, where a worker process may take seconds to start)."""
     deadline = time.monotonic() + within_s
     while True:
         value = probe()
