@@ -38,7 +38,8 @@ class Usage(NamedTuple):
     @classmethod
     def of(cls, stored: Mapping[str, Any] | None) -> Usage:
         """From the stored object; a key it lacks is 0 (runs from before usage was counted)."""
-        stored = stored or {}
+        if not stored:
+            return NO_USAGE  # a run that has consumed nothing yet: most claims
         return cls(*(int(stored.get(name) or 0) for name in cls._fields))
 
     @property
