@@ -18,8 +18,8 @@ import logging
 import os
 import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -143,7 +143,13 @@ class Span(Protocol):
     def set_attributes(self, attributes: Mapping[str, Any]) -> None: ...
 
 
-class _NoSpan:
+class _NoSpan(AbstractContextManager["_NoSpan"]):
+    """The span, and its context manager, while tracing is off: one shared object, so that a
+    run pays next to nothing for the spans it would have."""
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
     def set_attribute(self, key: str, value: Any) -> None:
         pass
 
@@ -154,28 +160,26 @@ class _NoSpan:
 _NO_SPAN = _NoSpan()
 
 
-@contextmanager
 def span(
     name: str,
     *,
     traceparent: str | None = None,
     attributes: Mapping[str, Any] | None = None,
     start_ns: int | None = None,
-) -> Iterator[Span]:
+) -> AbstractContextManager[Span]:
     """A span around the block (the current one while it runs), under ``traceparent`` when
     given (a run's stored trace context) or else under the current span; a no-op while off."""
     if _tracer is None:
-        yield _NO_SPAN
-        return
+        return _NO_SPAN
     context = None
     if traceparent is not None:
         from opentelemetry.propagate import extract
 
         context = extract({"traceparent": traceparent})
-    with _tracer.start_as_current_span(
+    manager: AbstractContextManager[Span] = _tracer.start_as_current_span(
         name, context=context, attributes=dict(attributes or {}), start_time=start_ns
-    ) as current:
-        yield current
+    )
+    return manager
 
 
 def record_span(

@@ -38,6 +38,8 @@ class UsageMeter:
     def written(self, delta: Usage) -> None:
         """``delta``, a snapshot of :attr:`unstored` taken for a statement, is stored now (usage
         added meanwhile stays unstored); counted in the metrics here, where it was written."""
+        if not any(delta):  # most writes: a checkpoint or an ending of a run that used nothing new
+            return
         self.unstored = self.unstored.minus(delta)
         self.stored = self.stored.plus(delta)
         count_usage(self._tenant_id, delta)
