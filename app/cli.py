@@ -2,7 +2,8 @@
 
 Without RUNQ_DATABASE_URL every command uses the embedded PostgreSQL of the project's data
 folder (.runq/ at the project root, or RUNQ_DATA_DIR); while `runq dev` runs, that is its
-server. Errors are one line on stderr (--debug shows the traceback).
+server. `runq runs follow` is the exception: a client of a running API (RUNQ_URL, RUNQ_KEY).
+Errors are one line on stderr (--debug shows the traceback).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 import uuid
 from collections.abc import Sequence
 
-from app import cli_hooks
+from app import cli_follow, cli_hooks
 from app.console import describe_error, describe_usage, parse_duration, print_json, print_table
 from app.db.engine import engine_for
 from app.domain import Status, Usage
@@ -70,6 +71,7 @@ def _parser() -> argparse.ArgumentParser:
     purge.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     for command in (*runs_sub.choices.values(), sub.choices["workers"], sub.choices["stats"], purge):
         command.add_argument("--json", action="store_true", help="machine-readable output")
+    cli_follow.add_parser(runs_sub)
     cli_hooks.add_parsers(sub)
     return parser
 
@@ -219,6 +221,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        if args.command == "runs" and args.runs_command == "follow":
+            return cli_follow.run(args)  # a client of the API: no database, no server settings
         return _run(args, get_settings())
     except KeyboardInterrupt:
         return 130

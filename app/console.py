@@ -71,6 +71,7 @@ _QUEUE_ERRORS: dict[str, str] = {
     "RunNotFound": "no run with id {}",
     "RunFinished": "run {} has already finished",
     "NotRequeueable": "run {} is neither dead nor cancelled, so it cannot be requeued",
+    "ThreadNotFound": "no thread with id {}",
 }
 
 

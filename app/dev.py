@@ -177,6 +177,7 @@ runq dev is up: API {base} (docs at {base}/docs, UI at {base}/ui), one worker.
 Database: {redact(db.url)}{f" (data in {db.data_dir})" if db.data_dir else ""}
 
   export RUNQ_KEY={key}
+  export RUNQ_URL={base}
 
   # create a demo run
   curl -s {base}/runs -H "Authorization: Bearer $RUNQ_KEY" -H 'Content-Type: application/json' \\
@@ -184,6 +185,8 @@ Database: {redact(db.url)}{f" (data in {db.data_dir})" if db.data_dir else ""}
 
   # follow it (resume after a drop with -H 'Last-Event-ID: <last id seen>')
   curl -N {base}/runs/<id>/events -H "Authorization: Bearer $RUNQ_KEY"
+  # or let runq follow it, resuming by itself after a drop (uses RUNQ_URL and RUNQ_KEY)
+  {runq} runs follow <id>
 
   # stop it
   curl -s -X POST {base}/runs/<id>/cancel -H "Authorization: Bearer $RUNQ_KEY"

@@ -85,6 +85,7 @@ class Run:
     locked_by: str | None
     locked_until: datetime | None
     schedule_id: uuid.UUID | None = None
+    thread_id: uuid.UUID | None = None
     usage: Usage = NO_USAGE
     traceparent: str | None = None  # W3C trace context of the request that created the run
 
@@ -158,6 +159,40 @@ class Schedule:
     last_run_id: uuid.UUID | None
     created_at: datetime
     updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Thread:
+    """A conversation: its runs execute one at a time in creation order and extend its history.
+    ``busy`` while one of its runs is not terminal."""
+
+    id: uuid.UUID
+    tenant_id: str
+    metadata: dict[str, Any]
+    busy: bool
+    message_count: int
+    last_run_id: uuid.UUID | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadMessage:
+    """One message of a thread's history, in OpenAI chat format, and the run that added it."""
+
+    index: int
+    message: dict[str, Any]  # {role, content, tool_calls?, tool_call_id?}
+    run_id: uuid.UUID | None
+    created_at: datetime
+
+
+class Strategy(StrEnum):
+    """What a new run of a busy thread does to the runs in flight (double-texting)."""
+
+    ENQUEUE = "enqueue"
+    REJECT = "reject"
+    INTERRUPT = "interrupt"
+    ROLLBACK = "rollback"
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,3 +368,11 @@ class NotRedeliverable(QueueError):
 
 class ScheduleNotFound(QueueError):
     """No such schedule for this tenant."""
+
+
+class ThreadNotFound(QueueError):
+    """No such thread for this tenant."""
+
+
+class ThreadBusy(QueueError):
+    """A run of the thread is in flight and the request may not wait for it."""

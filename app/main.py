@@ -23,7 +23,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app import tracing
 from app.agents.base import load_agents
-from app.api import admin, docs, health, openapi, runs, schedules, ui, webhooks
+from app.api import admin, docs, health, openapi, runs, schedules, threads, ui, webhooks
 from app.api.deps import Runtime
 from app.api.limits import BodySizeLimit
 from app.api.presence import Presence
@@ -40,6 +40,8 @@ from app.domain import (
     RunFinished,
     RunNotFound,
     ScheduleNotFound,
+    ThreadBusy,
+    ThreadNotFound,
 )
 from app.logs import configure_logging
 from app.queue import Queue
@@ -63,6 +65,8 @@ DOMAIN_PROBLEMS: dict[type[Exception], tuple[int, str, str]] = {
     DeliveryNotFound: (404, "not_found", "no such webhook delivery"),
     NotRedeliverable: (409, "not_redeliverable", "the delivery is still pending; it will be sent"),
     ScheduleNotFound: (404, "not_found", "no such schedule"),
+    ThreadNotFound: (404, "not_found", "no such thread"),
+    ThreadBusy: (409, "thread_busy", "a run of this thread is in flight"),
 }
 HTTP_CODES = {
     400: "malformed_json",  # FastAPI's only own 400: a body it could not parse
@@ -114,6 +118,7 @@ def create_app(settings: Settings | None = None, *, sse_ping_s: float = 10.0) ->
     app.include_router(webhooks.router)
     app.include_router(webhooks.admin_router)
     app.include_router(schedules.router)
+    app.include_router(threads.router)
     app.include_router(schedules.admin_router)
     app.include_router(health.router)
     app.include_router(ui.router)

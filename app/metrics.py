@@ -176,6 +176,11 @@ class QueueGauges(Collector):
                     "How long the oldest runnable pending run has waited",
                     value=depth.oldest_pending_age_s,
                 ),
+                GaugeMetricFamily(
+                    "runq_thread_runs_waiting_for_turn",
+                    "Runs that are due but wait for an earlier run of their thread to end",
+                    value=depth.waiting_for_turn,
+                ),
             ]
         if undelivered is not None:
             families += [

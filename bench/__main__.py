@@ -25,7 +25,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import cost, create_rate, latency, peers, pgbench_raw, report, sse, streaming, throughput
+from bench import (
+    cost,
+    create_rate,
+    latency,
+    peers,
+    pgbench_raw,
+    report,
+    sse,
+    streaming,
+    threads,
+    throughput,
+)
 from bench.procs import ROOT
 from bench.server import BenchServer
 
@@ -63,6 +74,9 @@ class Profile:
     streaming_per_s: float = 20.0
     streaming_seconds: float = 20.0
     streaming_stop_at_miss: bool = True  # off when the N are given on the command line
+    threads_pending: int = 50_000
+    threads_busy: int = 200
+    threads_samples: int = 300
 
 
 FULL = Profile()
@@ -94,6 +108,9 @@ SMOKE = Profile(
     claim_samples=20,
     streaming_runs=(4,),
     streaming_seconds=2.0,
+    threads_pending=1_000,
+    threads_busy=10,
+    threads_samples=20,
 )
 
 Section = Callable[[BenchServer, Profile, dict[str, Any]], Awaitable[None]]
@@ -188,6 +205,14 @@ async def _streaming(server: BenchServer, p: Profile, out: dict[str, Any]) -> No
         raise RuntimeError(f"streaming at N={first['runs']}: {first['error']}")
 
 
+async def _threads(server: BenchServer, p: Profile, out: dict[str, Any]) -> None:
+    section = out.setdefault("threads", {})
+    for name, busy in (("claim_latency_no_busy", 0), ("claim_latency", p.threads_busy)):
+        section[name] = await threads.claim_latency(
+            server, pending=p.threads_pending, busy=busy, samples=p.threads_samples
+        )
+
+
 SECTIONS: dict[str, Section] = {
     "pgbench": _pgbench,
     "e2e": _e2e,
@@ -199,6 +224,7 @@ SECTIONS: dict[str, Section] = {
     "create": _create,
     "cost": _cost,
     "streaming": _streaming,
+    "threads": _threads,
 }
 
 

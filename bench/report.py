@@ -167,6 +167,15 @@ def table(results: dict[str, Any]) -> str:
          _num(_get(r, "cost.claim_latency.large.p50_ms"), "{:.2f}"),
          _num(_get(r, "cost.claim_latency.small.p50_ms"), "{:.2f}"),
          _num(_get(r, "cost.claim_latency.ratio_p50"), "{:.2f}x")),
+        ("claim p50 ms, runs in threads (none blocked) vs lone runs",
+         _num(_get(r, "threads.claim_latency_no_busy.with_threads.p50_ms"), "{:.2f}"),
+         _num(_get(r, "threads.claim_latency_no_busy.without.p50_ms"), "{:.2f}"),
+         _num(_get(r, "threads.claim_latency_no_busy.ratio_p50"), "{:.2f}x")),
+        (f"claim p50 ms, runs in threads ({_num(_get(r, 'threads.claim_latency.blocked_at_head'))} blocked "
+         "at the head) vs lone runs",
+         _num(_get(r, "threads.claim_latency.with_threads.p50_ms"), "{:.2f}"),
+         _num(_get(r, "threads.claim_latency.without.p50_ms"), "{:.2f}"),
+         _num(_get(r, "threads.claim_latency.ratio_p50"), "{:.2f}x")),
     ]
     rows += _streaming_rows(_get(r, "streaming"))
     width = [max(len(row[i]) for row in rows) for i in range(4)]

@@ -8,7 +8,7 @@ minute written by the reaper pass (queue depth and runs finished that minute) fo
 charts. ``traceparent`` is the W3C trace context of the request that created the run.
 
 Revision ID: 0010
-Revises: 0007
+Revises: 0008
 Create Date: 2026-12-02
 """
 
@@ -19,7 +19,7 @@ from alembic import op
 from sqlalchemy.dialects.postgresql import JSONB
 
 revision = "0010"
-down_revision = "0007"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 

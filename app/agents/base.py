@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import importlib
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 T = TypeVar("T")
@@ -45,6 +46,20 @@ class DeadlineExceeded(FatalError):
     code = "deadline_exceeded"
 
 
+MESSAGE_ROLES = frozenset({"system", "user", "assistant", "tool"})
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadView:
+    """The conversation a run belongs to, as its attempt started: the messages the thread's
+    earlier runs stored, oldest first, in OpenAI chat format ``{role, content, tool_calls?,
+    tool_call_id?}``. A run's own messages of an earlier attempt are not in it: they were
+    stored with a checkpoint, and the attempt resumes after that checkpoint."""
+
+    id: uuid.UUID
+    messages: Sequence[Mapping[str, Any]]
+
+
 @runtime_checkable
 class RunContext(Protocol):
     """The runtime's side of an agent run (implemented by the worker)."""
@@ -55,6 +70,7 @@ class RunContext(Protocol):
     input: Mapping[str, Any]
     budget: Mapping[str, Any]
     resume_state: Any
+    thread: ThreadView | None  # None for a run without a thread
 
     @property
     def cancelled(self) -> bool: ...
@@ -64,6 +80,10 @@ class RunContext(Protocol):
     async def emit(self, type: str, data: Mapping[str, Any]) -> None: ...
 
     async def checkpoint(self, state: Any) -> None: ...
+
+    async def add_messages(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        """Append to the thread's history, stored with the next checkpoint or with the ending
+        (done or cancelled): never twice after a retry, never from an attempt that failed first."""
 
     async def effect(self, key: str, fn: Callable[[], Awaitable[T]]) -> T: ...
 

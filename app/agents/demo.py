@@ -46,7 +46,9 @@ class DemoAgent:
     """Echo the prompt, sleep through ``steps`` tool calls, then the optional shell and effect.
 
     Every checkpoint is taken after the prompt was streamed, so a resumed attempt (any
-    ``resume_state``) skips it and continues after the last checkpointed step.
+    ``resume_state``) skips it and continues after the last checkpointed step. In a thread it
+    adds the prompt as the user's message (with a checkpoint before the first step) and, at the
+    end, as the assistant's answer; its output counts the history it saw (``thread_messages``).
     """
 
     async def run(self, ctx: RunContext) -> dict[str, Any]:
@@ -58,6 +60,11 @@ class DemoAgent:
             for word in re.split(r"(?<=\s)(?=\S)", args.prompt):
                 await ctx.emit("message.delta", {"text": word})
             await ctx.emit("message.completed", {"text": args.prompt})
+
+        if ctx.thread is not None and ctx.resume_state is None:
+            # the user's message joins the thread with a checkpoint before the first step
+            await ctx.add_messages([{"role": "user", "content": args.prompt}])
+            await ctx.checkpoint({"step": 0})
 
         for step in range(done_steps + 1, args.steps + 1):
             ctx.count_tool_call()
@@ -126,4 +133,8 @@ class DemoAgent:
             raise RetryableError(f"demo failure on attempt {ctx.attempt} of {args.fail_attempts}")
         if args.fatal:
             raise FatalError("demo fatal error")
-        return {"text": args.prompt, "steps": args.steps}
+        output: dict[str, Any] = {"text": args.prompt, "steps": args.steps}
+        if ctx.thread is not None:
+            await ctx.add_messages([{"role": "assistant", "content": args.prompt}])
+            output["thread_messages"] = len(ctx.thread.messages)
+        return output

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -109,7 +109,10 @@ class OpenAIAgent:
         tools = self.tools.select(_names(ctx.input.get("tools", [])))
         if tools:
             base["tools"] = [tool.spec() for tool in tools.values()]
-        messages = _resume(ctx.resume_state) or _initial_messages(ctx.input)
+        messages = _resume(ctx.resume_state)
+        if messages is None:
+            messages, fresh = _opening(ctx.input, ctx.thread.messages if ctx.thread else ())
+            await _remember(ctx, fresh)
         while True:
             await self._finish_tool_calls(ctx, tools, messages)
             ctx.raise_if_cancelled()
@@ -118,8 +121,10 @@ class OpenAIAgent:
             turn = await self._model_turn(ctx, {**base, "messages": messages})
             await ctx.emit("message.completed", {"text": turn.text})
             if not turn.calls:
+                await _remember(ctx, [{"role": "assistant", "content": turn.text}])
                 return {"text": turn.text}
             messages.append(turn.message(turn_number))
+            await _remember(ctx, messages[-1:])
             await ctx.checkpoint({"messages": list(messages)})
 
     async def _finish_tool_calls(
@@ -151,6 +156,7 @@ class OpenAIAgent:
             messages.append(
                 {"role": "tool", "tool_call_id": call["id"], "content": _content(result)}
             )
+            await _remember(ctx, messages[-1:])
             await ctx.checkpoint({"messages": list(messages)})
 
     async def _call(
@@ -352,6 +358,24 @@ def _initial_messages(input: Mapping[str, Any]) -> list[dict[str, Any]]:
             raise FatalError("`system` must be a string", code="invalid_input")
         conversation.insert(0, {"role": "system", "content": system})
     return conversation
+
+
+def _opening(
+    input: Mapping[str, Any], history: Sequence[Mapping[str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The first request's messages (system, the thread's history, the new input) and the new
+    input alone, which the thread stores."""
+    opening = _initial_messages(input)
+    system = opening[:1] if input.get("system") is not None else []
+    fresh = opening[len(system) :]
+    return [*system, *(dict(m) for m in history), *fresh], fresh
+
+
+async def _remember(ctx: RunContext, messages: Sequence[Mapping[str, Any]]) -> None:
+    """In a thread, the turn's messages join its history with the next checkpoint (every call
+    is followed by one) or with the final answer's ending; a resumed attempt has them stored."""
+    if ctx.thread is not None:
+        await ctx.add_messages(messages)
 
 
 def _resume(state: Any) -> list[dict[str, Any]] | None:

@@ -25,7 +25,8 @@ SSE_EVENT = {
     "type": "object",
     "title": "ServerSentEvent",
     "description": "One event: `id` is its seq, `event` its type, `data` its data object as JSON. "
-    "Keep-alive comments carry no event.",
+    "Keep-alive comments carry no event (with `?keepalive=event` a keep-alive is an event `ping` "
+    "with data `{}` and no `id`, which is not a run event).",
     "required": ["id", "event", "data"],
     "properties": {
         "id": {"type": "string", "pattern": "^[0-9]+$", "description": "the event's seq"},

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Header, Query, Request, Response, status
 from sse_starlette import EventSourceResponse
 
 from app.api.auth import StreamReader, Tenant
-from app.api.deps import RuntimeDep
+from app.api.deps import Runtime, RuntimeDep
+from app.api.keys import Principal
 from app.api.params import RunIdPath, decode_cursor, encode_cursor
 from app.api.problems import ApiProblem, problems
 from app.api.schemas import CancelRun, CreateRun, EventOut, EventPage, RunOut, RunPage, StreamToken
@@ -17,8 +18,9 @@ from app.api.tokens import stream_token
 from app.api.webhooks import UrlGuardDep, checked_webhook
 from app.domain import Status
 from app.metrics import RUNS_CREATED, count_ending
-from app.queue import request_hash
+from app.queue import NewRun, request_hash
 from app.redact import redact
+from app.ssrf import UrlGuard
 from app.tracing import run_traceparent
 
 router = APIRouter(tags=["runs"])
@@ -49,6 +51,29 @@ async def create_run(
     ] = None,
 ) -> RunOut:
     """Create a run; it is pending at once and a worker picks it up."""
+    new = await new_run(
+        body, principal, runtime, guard, idempotency_key,
+        traceparent=run_traceparent(http_request.headers.get("traceparent")),
+    )
+    run, created = await runtime.queue.enqueue(**{f: getattr(new, f) for f in NewRun.__dataclass_fields__})
+    if created:
+        RUNS_CREATED.labels(agent=run.agent).inc()
+    else:
+        response.status_code = status.HTTP_200_OK
+    return RunOut.of(run)
+
+
+async def new_run(
+    body: CreateRun,
+    principal: Principal,
+    runtime: Runtime,
+    guard: UrlGuard,
+    idempotency_key: str | None,
+    *,
+    traceparent: str | None = None,
+) -> NewRun:
+    """The run a create body asks for, checked (agent, webhook URL), with its request digest
+    for idempotent repeats (the whole body: a thread run's strategy too)."""
     settings = runtime.settings
     if body.agent not in settings.agent_registry:
         raise ApiProblem(
@@ -62,7 +87,7 @@ async def create_run(
         "budget": body.budget.model_dump(exclude_none=True) if body.budget else {},
         "max_attempts": body.max_attempts or settings.max_attempts,
     }
-    run, created = await runtime.queue.enqueue(
+    return NewRun(
         tenant_id=principal.tenant_id,
         agent=body.agent,
         input=body.input,
@@ -75,13 +100,8 @@ async def create_run(
         idempotency_key=idempotency_key,
         request_digest=request_hash(request) if idempotency_key else None,
         webhook=webhook,
-        traceparent=run_traceparent(http_request.headers.get("traceparent")),
+        traceparent=traceparent,
     )
-    if created:
-        RUNS_CREATED.labels(agent=run.agent).inc()
-    else:
-        response.status_code = status.HTTP_200_OK
-    return RunOut.of(run)
 
 
 @router.get("/runs", response_model=RunPage, responses=problems(400, 401, 422, 503))
@@ -169,6 +189,11 @@ async def run_events(
     runtime: RuntimeDep,
     after: Annotated[int, Query(ge=0, le=MAX_SEQ, description="resume after this seq")] = 0,
     limit: Annotated[int, Query(ge=1, le=1000, description="page size of the JSON form")] = 100,
+    keepalive: Annotated[
+        Literal["comment", "event"],
+        Query(description="how the stream's keep-alive is sent: a comment, or an event `ping` "
+              "(no id) that a browser EventSource can see"),
+    ] = "comment",
     last_event_id: Annotated[str | None, Header(max_length=20)] = None,
 ) -> EventPage | EventSourceResponse:
     """Replay the run's events after the cursor, then follow live ones until the run ends."""
@@ -187,6 +212,7 @@ async def run_events(
         presence=runtime.presence,
         poll_s=runtime.settings.poll_s,
         ping_s=runtime.sse_ping_s,
+        ping_event=keepalive == "event",
     )
 
 

@@ -98,7 +98,7 @@ ScheduleIdPath = Annotated[uuid.UUID, Depends(parse_schedule_id)]
 
 
 @router.post("/schedules", status_code=status.HTTP_201_CREATED, response_model=ScheduleOut,
-             responses=problems(400, 401, 413, 422, 503))  # fmt: skip
+             responses=problems(400, 401, 404, 413, 422, 503))  # fmt: skip
 async def create_schedule(body: CreateSchedule, principal: Tenant, runtime: RuntimeDep, guard: UrlGuardDep) -> ScheduleOut:
     """A recurring run: one run per slot, created by the workers; after downtime only the latest
     missed slot runs."""
@@ -109,8 +109,10 @@ async def create_schedule(body: CreateSchedule, principal: Tenant, runtime: Runt
         raise ApiProblem(422, exc.code, exc.detail) from exc
     if body.agent not in settings.agent_registry:
         raise ApiProblem(422, "unknown_agent", f"no agent named {body.agent!r}", agents=sorted(settings.agent_registry))
-    if body.thread_id is not None:
-        raise ApiProblem(422, "threads_unsupported", "this runq has no threads, so a schedule cannot name one")
+    thread_id = None
+    if body.thread_id is not None:  # its runs join the thread's queue (the enqueue strategy)
+        thread_id = parse_id(body.thread_id, "thread")
+        await runtime.queue.get_thread(thread_id, tenant_id=principal.tenant_id)  # 404 if not the tenant's
     schedule = await runtime.queue.create_schedule(
         tenant_id=principal.tenant_id,
         timing=timing,
@@ -119,6 +121,7 @@ async def create_schedule(body: CreateSchedule, principal: Tenant, runtime: Runt
         budget=body.budget.model_dump(exclude_none=True) if body.budget else {},
         priority=body.priority,
         max_attempts=body.max_attempts or settings.max_attempts,
+        thread_id=thread_id,
         webhook=await checked_webhook(body.webhook, guard),
     )
     return ScheduleOut.of(schedule)

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
-from app.domain import Event, Run, Status, Usage
+from app.domain import Event, Run, Status, Thread, ThreadMessage, Usage
 
 MAX_INPUT_DEPTH = 64
 FiniteSeconds = Annotated[float, Field(allow_inf_nan=False)]
@@ -159,6 +159,7 @@ class RunOut(BaseModel):
     disconnect_grace_s: float
     last_event_seq: int
     schedule_id: uuid.UUID | None = Field(default=None, description="the schedule that created the run")
+    thread_id: uuid.UUID | None = Field(default=None, description="the thread the run belongs to, if any")
     usage: UsageOut = Field(default_factory=UsageOut)
 
     @classmethod
@@ -201,3 +202,91 @@ class StreamToken(BaseModel):
 
 class Health(BaseModel):
     status: Literal["ok"] = "ok"
+
+
+# -- threads (docs/threads.md) -----------------------------------------------------------------
+
+MAX_MESSAGE_CHARS = 100_000  # a prompt becomes a history message, sent to the model on every later run
+
+
+class CreateThread(BaseModel):
+    """``POST /threads``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    metadata: dict[str, Any] = Field(default_factory=dict, examples=[{"user": "u_123"}])
+
+    @field_validator("metadata")
+    @classmethod
+    def _storable(cls, value: dict[str, Any]) -> dict[str, Any]:
+        _check_json(value)
+        return value
+
+
+class CreateThreadRun(CreateRun):
+    """``POST /threads/{id}/runs``: a run body plus what it does to the runs in flight."""
+
+    multitask_strategy: Literal["enqueue", "reject", "interrupt", "rollback"] = Field(
+        default="enqueue",
+        description="enqueue: wait for its turn; reject: 409 thread_busy while a run is in flight; "
+        "interrupt: cancel the runs in flight (their messages stay); rollback: cancel them and remove their messages",
+    )
+
+
+class ThreadOut(BaseModel):
+    id: uuid.UUID
+    tenant_id: str
+    metadata: dict[str, Any]
+    status: Literal["idle", "busy"] = Field(description="busy while a run of the thread is not terminal")
+    created_at: datetime
+    updated_at: datetime
+    last_run_id: uuid.UUID | None
+    message_count: int
+
+    @classmethod
+    def of(cls, thread: Thread) -> ThreadOut:
+        return cls(
+            id=thread.id,
+            tenant_id=thread.tenant_id,
+            metadata=thread.metadata,
+            status="busy" if thread.busy else "idle",
+            created_at=thread.created_at,
+            updated_at=thread.updated_at,
+            last_run_id=thread.last_run_id,
+            message_count=thread.message_count,
+        )
+
+
+class ThreadPage(BaseModel):
+    items: list[ThreadOut]
+    next_cursor: str | None = Field(description="pass back as `?cursor=` for the next page")
+
+
+class MessageOut(BaseModel):
+    """One history message in OpenAI chat format, with its place and the run that added it."""
+
+    index: int
+    role: str
+    content: Any
+    tool_calls: list[dict[str, Any]] | None
+    tool_call_id: str | None
+    run_id: uuid.UUID | None = Field(description="the run that added it (kept after retention purged the run)")
+    created_at: datetime
+
+    @classmethod
+    def of(cls, message: ThreadMessage) -> MessageOut:
+        m = message.message
+        return cls(
+            index=message.index,
+            role=str(m.get("role")),
+            content=m.get("content"),
+            tool_calls=m.get("tool_calls"),
+            tool_call_id=m.get("tool_call_id"),
+            run_id=message.run_id,
+            created_at=message.created_at,
+        )
+
+
+class MessagePage(BaseModel):
+    items: list[MessageOut]
+    next_cursor: str | None = Field(description="pass back as `?cursor=` for the next page")

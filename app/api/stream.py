@@ -58,12 +58,26 @@ def event_hub(dsn: str, queue: Queue) -> EventHub[Page | None]:
     return EventHub(dsn, read_batch)
 
 
+def ping_as_event() -> ServerSentEvent:
+    """The keep-alive as an event: EventSource hides comments, so a browser that wants to notice
+    a silent connection asks for this. No ``id``, so a reader's last event id stays the last seq."""
+    return ServerSentEvent(event="ping", data="{}")
+
+
 def event_stream(
-    run: Run, *, after: int, hub: EventHub[Page | None], presence: Presence, poll_s: float, ping_s: float
+    run: Run,
+    *,
+    after: int,
+    hub: EventHub[Page | None],
+    presence: Presence,
+    poll_s: float,
+    ping_s: float,
+    ping_event: bool = False,
 ) -> EventSourceResponse:
     return EventSourceResponse(
         follow(run, after=after, hub=hub, presence=presence, poll_s=poll_s),
         ping=ping_s,
+        ping_message_factory=ping_as_event if ping_event else None,
         send_timeout=SEND_TIMEOUT_S,
     )
 

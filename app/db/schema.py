@@ -33,6 +33,46 @@ metadata = MetaData(
 
 NOW = text("now()")
 STATUSES = "'pending', 'leased', 'done', 'dead', 'cancelled'"
+# Non-terminal, as threads count it (a run in flight holds its thread's turn).
+NON_TERMINAL = "status NOT IN ('done', 'dead', 'cancelled')"
+
+# A conversation (docs/threads.md): its runs execute one at a time in creation order
+# (``run_count`` hands out their turns) and read and extend ``thread_messages``.
+threads = Table(
+    "threads",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True, server_default=text("gen_random_uuid()")),
+    Column("tenant_id", Text, nullable=False),
+    Column("metadata", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("idempotency_key", Text),
+    Column("request_hash", Text),
+    Column("run_count", BigInteger, nullable=False, server_default="0"),
+    Column("message_count", Integer, nullable=False, server_default="0"),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+)
+Index("ix_threads_tenant_created", threads.c.tenant_id, threads.c.created_at.desc(), threads.c.id.desc())
+Index(
+    "uq_threads_idempotency",
+    threads.c.tenant_id,
+    threads.c.idempotency_key,
+    unique=True,
+    postgresql_where=text("idempotency_key IS NOT NULL"),
+)
+
+# The history, ``idx`` from 0 without gaps. ``run_id`` (the run that added a message) has no
+# foreign key: retention purges old runs, the conversation stays.
+thread_messages = Table(
+    "thread_messages",
+    metadata,
+    Column("thread_id", UUID(as_uuid=True), ForeignKey("threads.id", ondelete="CASCADE"), nullable=False),
+    Column("idx", Integer, nullable=False),
+    Column("role", Text, nullable=False),
+    Column("message", JSONB, nullable=False),  # {role, content, tool_calls?, tool_call_id?}
+    Column("run_id", UUID(as_uuid=True)),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    PrimaryKeyConstraint("thread_id", "idx"),
+)
 
 agent_runs = Table(
     "agent_runs",
@@ -71,6 +111,9 @@ agent_runs = Table(
     Column("finished_at", DateTime(timezone=True)),
     Column("webhook", JSONB),  # {url, events} as validated at create (docs/webhooks.md)
     Column("schedule_id", UUID(as_uuid=True)),  # the schedule that created the run, if any
+    Column("thread_id", UUID(as_uuid=True), ForeignKey("threads.id", ondelete="CASCADE")),
+    # the run's place among its thread's runs, handed out under the thread's row lock
+    Column("thread_turn", BigInteger),
     # {input_tokens, output_tokens, model_calls, tool_calls} over all attempts (docs/usage.md)
     Column("usage", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
     Column("traceparent", Text),  # W3C trace context of the request that created the run
@@ -110,6 +153,20 @@ Index(
     "ix_agent_runs_interactive",
     agent_runs.c.created_at,
     postgresql_where=text("on_disconnect = 'cancel' AND status IN ('pending', 'leased')"),
+)
+# A thread's runs by turn (its run list, its last run, the cascade of a thread's deletion).
+Index(
+    "ix_agent_runs_thread_turn",
+    agent_runs.c.thread_id,
+    agent_runs.c.thread_turn,
+    postgresql_where=text("thread_id IS NOT NULL"),
+)
+# The claim's turn check: only the runs of threads still in flight, never a thread's history.
+Index(
+    "ix_agent_runs_thread_inflight",
+    agent_runs.c.thread_id,
+    agent_runs.c.thread_turn,
+    postgresql_where=text(f"thread_id IS NOT NULL AND {NON_TERMINAL}"),
 )
 Index(
     "uq_agent_runs_idempotency",

@@ -12,7 +12,7 @@ Modules by concern: :mod:`~app.queue.runs` (create, read, stop), :mod:`~app.queu
 :mod:`~app.queue.finish` (how an attempt ends, batched), :mod:`~app.queue.maintenance` (reaper,
 retention), :mod:`~app.queue.ops` (admin and metrics), :mod:`~app.queue.webhooks` (the webhook
 outbox and signing secrets), :mod:`~app.queue.schedules` (schedules and their slots), :mod:`~app.queue.workers` (the
-worker registry).
+worker registry), :mod:`~app.queue.threads` (conversations and their multitask strategies).
 """
 
 from __future__ import annotations
@@ -27,13 +27,14 @@ from app.queue.channels import EVENTS as EVENTS_CHANNEL
 from app.queue.channels import RUNS as RUNS_CHANNEL
 from app.queue.channels import WEBHOOKS as WEBHOOKS_CHANNEL
 from app.queue.claims import CLAIM_BATCH, CLAIM_BATCH_CAPPED, Claims
-from app.queue.codec import NewEvents, request_hash
+from app.queue.codec import NewEvents, NewMessages, request_hash
 from app.queue.events import Appended, Events
 from app.queue.finish import FINISH_IF_LEASED, Ended, Endings
 from app.queue.maintenance import Maintenance
 from app.queue.ops import QUEUE_DEPTH, Ops, QueueDepth, QueueSample, QueueStats
-from app.queue.runs import Runs
+from app.queue.runs import NewRun, Runs
 from app.queue.schedules import Schedules
+from app.queue.threads import Threads
 from app.queue.webhooks import DeliveryJob, Webhooks
 from app.queue.workers import Workers, WorkerView
 
@@ -53,6 +54,8 @@ __all__ = [
     "DeliveryJob",
     "Ended",
     "NewEvents",
+    "NewMessages",
+    "NewRun",
     "Queue",
     "QueueDepth",
     "QueueSample",
@@ -63,7 +66,7 @@ __all__ = [
 ]
 
 
-class Queue(Runs, Claims, Events, Endings, Maintenance, Ops, Webhooks, Schedules, Workers):
+class Queue(Threads, Runs, Claims, Events, Endings, Maintenance, Ops, Webhooks, Schedules, Workers):
     """The queue's operations; each method is one short transaction on its own connection."""
 
     @classmethod

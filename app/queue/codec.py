@@ -10,9 +10,10 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from app.domain import Delivery, Event, Schedule, Usage
+from app.domain import Delivery, Event, Schedule, Thread, ThreadMessage, Usage
 
 NewEvents = Sequence[tuple[str, Mapping[str, Any]]]
+NewMessages = Sequence[Mapping[str, Any]]  # thread messages in OpenAI chat format
 
 # PostgreSQL's jsonb and text refuse NUL and unpaired surrogates, and a model or a tool can hand
 # an agent either (half of a pair split across two streamed chunks): stored as U+FFFD instead,
@@ -57,6 +58,14 @@ def loads(value: Any) -> Any:
 def events_params(events: NewEvents) -> dict[str, list[str]]:
     """``:types`` and ``:datas``, the two arrays a statement unnests into a run's new events."""
     return {"types": [storable_text(t) for t, _ in events], "datas": [dumps(d) for _, d in events]}
+
+
+def messages_params(messages: Sequence[tuple[Any, NewMessages]]) -> dict[str, list[Any]]:
+    """``:message_run_ids`` and ``:messages`` for the fenced statements, from ``(run_id, messages)``."""
+    return {
+        "message_run_ids": [run_id for run_id, batch in messages for _ in batch],
+        "messages": [dumps(m) for _, batch in messages for m in batch],
+    }
 
 
 class _WithUsage(Protocol):
@@ -108,3 +117,21 @@ def schedule_from_row(row: Any) -> Schedule:
         created_at=m["created_at"],
         updated_at=m["updated_at"],
     )
+
+
+def thread_from_row(row: Any) -> Thread:
+    m = row._mapping
+    return Thread(
+        id=m["id"],
+        tenant_id=m["tenant_id"],
+        metadata=loads(m["metadata"]),
+        busy=bool(m["busy"]),
+        message_count=m["message_count"],
+        last_run_id=m["last_run_id"],
+        created_at=m["created_at"],
+        updated_at=m["updated_at"],
+    )
+
+
+def message_from_row(row: Any) -> ThreadMessage:
+    return ThreadMessage(index=row.idx, message=loads(row.message), run_id=row.run_id, created_at=row.created_at)

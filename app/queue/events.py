@@ -9,7 +9,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.domain import Event, EventSlice, LeaseLost, Status, Usage
-from app.queue.codec import NewEvents, dumps, event_from_row, events_params, loads, usage_params
+from app.queue.codec import (
+    NewEvents,
+    NewMessages,
+    dumps,
+    event_from_row,
+    events_params,
+    loads,
+    messages_params,
+    usage_params,
+)
 from app.queue.statements import statement
 from app.queue.store import Store
 
@@ -32,6 +41,7 @@ class Appended:
     lease_id: uuid.UUID
     events: NewEvents = ()
     state: Any = None  # None: no checkpoint with these events
+    messages: NewMessages = ()  # thread messages, stored only with a checkpoint
     usage: Usage | None = None  # consumed since the run's last stored write (with a checkpoint)
 
 
@@ -51,6 +61,7 @@ class Events(Store):
             "states": [None if a.state is None else dumps(a.state) for a in ordered],
             "event_run_ids": [a.run_id for a in ordered for _ in a.events],
             **events_params([event for a in ordered for event in a.events]),
+            **messages_params([(a.run_id, a.messages) for a in ordered]),
             **usage_params(ordered),
         }
         async with self._statement() as conn:

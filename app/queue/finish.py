@@ -8,7 +8,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.domain import Ending, Finish, Finished, LeaseLost, Usage
-from app.queue.codec import NewEvents, dumps, storable_text, usage_params
+from app.queue.codec import (
+    NewEvents,
+    NewMessages,
+    dumps,
+    messages_params,
+    storable_text,
+    usage_params,
+)
 from app.queue.statements import statement
 from app.queue.store import Store
 
@@ -23,6 +30,7 @@ class Ended:
     lease_id: uuid.UUID
     finish: Finish
     events: NewEvents = ()
+    messages: NewMessages = ()  # thread messages, stored if the run ends done or cancelled
     usage: Usage | None = None  # consumed since the run's last checkpoint
 
 
@@ -46,6 +54,7 @@ class Endings(Store):
             "event_run_ids": [e.run_id for e in ordered for _ in e.events],
             "types": [t for e in ordered for t, _ in e.events],
             "datas": [dumps(d) for e in ordered for _, d in e.events],
+            **messages_params([(e.run_id, e.messages) for e in ordered]),
             **usage_params(ordered),
             "retry_base_s": self.retry_base_s,
             "retry_max_s": self.retry_max_s,

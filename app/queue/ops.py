@@ -49,6 +49,7 @@ class QueueDepth:
     pending: int
     leased: int
     oldest_pending_age_s: float
+    waiting_for_turn: int = 0  # due runs held back by an earlier run of their thread
 
 
 class Ops(Store):
@@ -89,7 +90,10 @@ class Ops(Store):
         async with self._tx() as conn:
             row = (await conn.execute(QUEUE_DEPTH)).one()
         return QueueDepth(
-            pending=row.pending, leased=row.leased, oldest_pending_age_s=float(row.oldest_pending_age_s)
+            pending=row.pending,
+            leased=row.leased,
+            oldest_pending_age_s=float(row.oldest_pending_age_s),
+            waiting_for_turn=row.waiting_for_turn,
         )
 
     async def set_tenant_limit(self, *, tenant_id: str, max_inflight: int) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -49,6 +50,25 @@ async def _analyze_runs(conn: AsyncConnection) -> None:
         log.warning("statistics not refreshed after a bulk enqueue: %s", exc.orig)
 
 
+@dataclass(frozen=True, slots=True)
+class NewRun:
+    """A run to create, as ``POST /runs`` (and ``POST /threads/{id}/runs``) describe it."""
+
+    tenant_id: str
+    agent: str
+    input: Mapping[str, Any]
+    budget: Mapping[str, Any] | None = None
+    priority: int = 0
+    max_attempts: int = 3
+    delay_s: float = 0.0
+    on_disconnect: str = "continue"
+    disconnect_grace_s: float = 30.0
+    idempotency_key: str | None = None
+    request_digest: str | None = None
+    webhook: Mapping[str, Any] | None = None
+    traceparent: str | None = None  # the creating request's trace context (docs/usage.md)
+
+
 class Runs(Store):
     async def enqueue(
         self,
@@ -72,37 +92,65 @@ class Runs(Store):
         A repeat with the same idempotency key returns the first run when the request digest
         matches and raises :class:`IdempotencyConflict` when it does not.
         """
-        params = {
-            "tenant_id": tenant_id,
-            "agent": agent,
-            "priority": priority,
-            "max_attempts": max_attempts,
-            "delay_s": float(delay_s),
-            "aging_s": self.aging_s,
-            "input": dumps(input),
-            "budget": dumps(budget or {}),
-            "idempotency_key": idempotency_key,
-            "request_hash": request_digest,
-            "on_disconnect": on_disconnect,
-            "disconnect_grace_s": float(disconnect_grace_s),
-            "webhook": dumps(webhook) if webhook is not None else None,
-            "traceparent": traceparent,
-        }
+        new = NewRun(
+            tenant_id=tenant_id,
+            agent=agent,
+            input=input,
+            budget=budget,
+            priority=priority,
+            max_attempts=max_attempts,
+            delay_s=delay_s,
+            on_disconnect=on_disconnect,
+            disconnect_grace_s=disconnect_grace_s,
+            idempotency_key=idempotency_key,
+            request_digest=request_digest,
+            webhook=webhook,
+            traceparent=traceparent,
+        )
         async with self._statement() as conn:
-            row = (await conn.execute(ENQUEUE, params)).first()
-            if row is not None:
-                return Run.from_row(row), True
-            # ON CONFLICT waited for the first inserter to commit; this next statement's
-            # snapshot sees its row.
-            existing = (
-                await conn.execute(
-                    GET_BY_IDEMPOTENCY_KEY,
-                    {"tenant_id": tenant_id, "idempotency_key": idempotency_key},
-                )
-            ).one()
-        if existing._mapping["request_hash"] != request_digest:
-            raise IdempotencyConflict(idempotency_key)
-        return Run.from_row(existing), False
+            return await self._insert_run(conn, new)
+
+    async def _insert_run(
+        self, conn: AsyncConnection, new: NewRun, *, thread_id: uuid.UUID | None = None, thread_turn: int | None = None
+    ) -> tuple[Run, bool]:
+        """The ``enqueue`` statement on ``conn``; in a thread, the caller holds the thread's row lock."""
+        params = {
+            "tenant_id": new.tenant_id,
+            "agent": new.agent,
+            "priority": new.priority,
+            "max_attempts": new.max_attempts,
+            "delay_s": float(new.delay_s),
+            "aging_s": self.aging_s,
+            "input": dumps(new.input),
+            "budget": dumps(new.budget or {}),
+            "idempotency_key": new.idempotency_key,
+            "request_hash": new.request_digest,
+            "on_disconnect": new.on_disconnect,
+            "disconnect_grace_s": float(new.disconnect_grace_s),
+            "webhook": dumps(new.webhook) if new.webhook is not None else None,
+            "thread_id": thread_id,
+            "thread_turn": thread_turn,
+            "traceparent": new.traceparent,
+        }
+        row = (await conn.execute(ENQUEUE, params)).first()
+        if row is not None:
+            return Run.from_row(row), True
+        # ON CONFLICT waited for the first inserter to commit; this next statement's
+        # snapshot sees its row.
+        existing = await self._run_by_idempotency_key(conn, new)
+        assert existing is not None
+        return existing, False
+
+    async def _run_by_idempotency_key(self, conn: AsyncConnection, new: NewRun) -> Run | None:
+        """The run an earlier request with ``new``'s key created, or :class:`IdempotencyConflict`
+        when that request's body was another."""
+        params = {"tenant_id": new.tenant_id, "idempotency_key": new.idempotency_key}
+        existing = (await conn.execute(GET_BY_IDEMPOTENCY_KEY, params)).first()
+        if existing is None:
+            return None
+        if existing._mapping["request_hash"] != new.request_digest:
+            raise IdempotencyConflict(new.idempotency_key)
+        return Run.from_row(existing)
 
     async def enqueue_many(
         self,

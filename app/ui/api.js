@@ -114,4 +114,26 @@ export class Api {
   schedules() {
     return this.request("GET", this.isAdmin ? "/admin/schedules" : "/schedules");
   }
+
+  // Threads are the key's tenant's (an admin key sees its own tenant's conversations).
+  threads({ cursor, limit = 50 } = {}) {
+    return this.request("GET", `/threads${query({ cursor, limit })}`);
+  }
+
+  thread(id) {
+    return this.request("GET", `/threads/${id}`);
+  }
+
+  threadMessages(id, { cursor, limit = 1000 } = {}) {
+    return this.request("GET", `/threads/${id}/messages${query({ cursor, limit })}`);
+  }
+
+  threadRuns(id, { cursor, limit = 200 } = {}) {
+    return this.request("GET", `/threads/${id}/runs${query({ cursor, limit })}`);
+  }
+
+  // A page of a run's stored events (the JSON form of GET /runs/{id}/events).
+  events(id, { after = 0, limit = 1000 } = {}) {
+    return this.request("GET", `/runs/${id}/events${query({ after, limit })}`);
+  }
 }

@@ -7,6 +7,8 @@ import { mountRun } from "./views/run.js";
 import { mountRuns } from "./views/runs.js";
 import { mountSchedules } from "./views/schedules.js";
 import { mountStats } from "./views/stats.js";
+import { mountThread } from "./views/thread.js";
+import { mountThreads } from "./views/threads.js";
 import { mountWorkers } from "./views/workers.js";
 
 const $ = (id) => document.getElementById(id);
@@ -15,6 +17,8 @@ const ROUTES = {
   run: { mount: mountRun, title: "Run" },
   dead: { mount: mountDead, title: "Dead letters" },
   schedules: { mount: mountSchedules, title: "Schedules" },
+  threads: { mount: mountThreads, title: "Threads" },
+  thread: { mount: mountThread, title: "Thread" },
   workers: { mount: mountWorkers, title: "Workers", admin: true },
   stats: { mount: mountStats, title: "Queue stats", admin: true },
 };
@@ -22,11 +26,14 @@ const ROUTES = {
 let api = null;
 let unmount = () => {};
 
-// "#/runs?status=dead" → {name: "runs", params}; "#/runs/<id>" → {name: "run", id}.
+// "#/runs?status=dead" → {name: "runs", params}; "#/runs/<id>" → {name: "run", id};
+// "#/threads/<id>" → {name: "thread", id}.
+const ONE_OF = { runs: "run", threads: "thread" };
+
 function parseHash() {
   const [path, search = ""] = location.hash.replace(/^#\/?/, "").split("?");
   const [first = "runs", id] = path.split("/");
-  const name = first === "runs" && id ? "run" : first;
+  const name = ONE_OF[first] && id ? ONE_OF[first] : first;
   return { name: ROUTES[name] ? name : "runs", id, params: new URLSearchParams(search) };
 }
 
@@ -44,7 +51,8 @@ function render() {
   const { mount, title, admin } = ROUTES[route.name];
   document.title = `${title} · runq`;
   for (const link of document.querySelectorAll("#nav a")) {
-    const current = link.dataset.route === route.name || (route.name === "run" && link.dataset.route === "runs");
+    const section = { run: "runs", thread: "threads" }[route.name] ?? route.name;
+    const current = link.dataset.route === section;
     if (current) link.setAttribute("aria-current", "page");
     else link.removeAttribute("aria-current");
   }

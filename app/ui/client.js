@@ -14,6 +14,11 @@
 // events 1, 2, 3, ... without gaps, so "deliver only seq = last + 1" is the whole rule: nothing
 // is delivered twice, and a gap (an event type this module does not listen for) is filled from
 // the JSON page of events before the stream goes on.
+//
+// A connection can also die without a word (a half-open TCP connection, a proxy that stalls):
+// EventSource then waits forever. The server sends a keep-alive at least every 15 s, as a `ping`
+// event because this module asks for one (?keepalive=event: EventSource does not show comments),
+// so a connection that brings nothing for `silenceMs` (default twice that) is closed and resumed.
 
 export const TERMINAL_EVENTS = new Set(["run.completed", "run.failed", "run.cancelled"]);
 const EVENT_TYPES = [
@@ -26,6 +31,7 @@ const RETRY_MAX_MS = 5_000;
 const REFRESH_AT = 0.8; // of a token's lifetime: a reconnect after that fetches a new one first
 const PAGE = 1000;
 const REQUEST_TIMEOUT_MS = 15_000; // fetch has none of its own: a request lost on the way hangs
+const SILENCE_MS = 30_000; // twice the longest the server waits between keep-alives
 
 // An error answer of the API (an RFC 9457 problem), or status 0 when it could not be reached.
 export class RunqError extends Error {
@@ -44,9 +50,20 @@ async function call(url, init) {
   } catch (error) {
     throw new RunqError(0, "network_error", `the API cannot be reached (${error.message})`);
   }
-  const body = await response.json().catch(() => null);
+  const body = await response.json().catch(() => undefined);
   if (!response.ok) throw new RunqError(response.status, body?.code, body?.detail);
+  // A 200 whose body was cut off on the way is a lost answer, not an empty one.
+  if (body === undefined && response.status !== 204) throw new RunqError(0, "network_error", "the answer was cut off");
   return body;
+}
+
+// A caller's promise (getToken) that may never settle, bounded like our own requests.
+function bounded(promise, what) {
+  let timer;
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new RunqError(0, "timeout", `${what} did not answer`)), REQUEST_TIMEOUT_MS);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
 function runPath(baseUrl, runId, tail) {
@@ -59,8 +76,11 @@ function runPath(baseUrl, runId, tail) {
 //   onEvent({seq, type, data}) once per event, in seq order
 //   onEnd({event}) after the terminal event, or onEnd({error}) when following cannot go on
 //   onState("connecting" | "live" | "reconnecting" | "ended" | "error", detail) for a status line
-export function followRun(runId, { getToken, onEvent, onEnd = () => {}, onState = () => {}, after = 0, baseUrl = "" }) {
-  const follower = new Follower(runId, { getToken, onEvent, onEnd, onState, after, baseUrl });
+//   silenceMs: a connection that brings nothing (not even a keep-alive) this long is resumed anew
+export function followRun(runId, {
+  getToken, onEvent, onEnd = () => {}, onState = () => {}, after = 0, baseUrl = "", silenceMs = SILENCE_MS,
+}) {
+  const follower = new Follower(runId, { getToken, onEvent, onEnd, onState, after, baseUrl, silenceMs });
   follower.start();
   return follower;
 }
@@ -87,6 +107,7 @@ class Follower {
   #refreshAt = 0;
   #refreshTimer = null;
   #retryTimer = null;
+  #silenceTimer = null;
   #failures = 0;
   #stopped = false;
 
@@ -109,8 +130,7 @@ class Follower {
     this.#stopped = true;
     clearTimeout(this.#retryTimer);
     clearTimeout(this.#refreshTimer);
-    this.#source?.close();
-    this.#source = null;
+    this.#close();
   }
 
   retryNow() {
@@ -124,7 +144,7 @@ class Follower {
   // which may have been the server refusing an expired token).
   async #freshToken(force) {
     if (!force && this.#token && Date.now() < this.#refreshAt) return this.#token;
-    const { token, expiresAt } = tokenOf(await this.options.getToken(this.runId, ["read"]));
+    const { token, expiresAt } = tokenOf(await bounded(this.options.getToken(this.runId, ["read"]), "getToken"));
     this.#token = token;
     clearTimeout(this.#refreshTimer);
     this.#refreshAt = 0;
@@ -147,14 +167,11 @@ class Follower {
       return;
     }
     if (this.#stopped) return;
-    const params = new URLSearchParams({ token, after: String(this.lastSeq) });
+    const params = new URLSearchParams({ token, after: String(this.lastSeq), keepalive: "event" });
     const source = new EventSource(`${runPath(this.options.baseUrl, this.runId, "events")}?${params}`);
     this.#source = source;
     let progress = false;
-    source.onopen = () => {
-      if (this.#source === source) this.options.onState("live");
-    };
-    source.onerror = () => {
+    const lost = () => {
       if (this.#source !== source) return;
       this.#close();
       if (progress) {
@@ -165,8 +182,24 @@ class Follower {
         this.#catchUp(token); // why did it close? the JSON page of events tells
       }
     };
+    // Armed from the start: a connection may also stall before its answer's headers.
+    const heard = () => {
+      clearTimeout(this.#silenceTimer);
+      this.#silenceTimer = setTimeout(lost, this.options.silenceMs);
+    };
+    heard();
+    source.onopen = () => {
+      if (this.#source !== source) return;
+      heard();
+      this.options.onState("live");
+    };
+    source.onerror = lost;
+    source.addEventListener("ping", () => {
+      if (this.#source === source) heard();
+    });
     const receive = (message) => {
       if (this.#source !== source) return;
+      heard();
       const seq = Number(message.lastEventId);
       if (!(seq > this.lastSeq)) return; // a replay overlap
       if (seq > this.lastSeq + 1) {
@@ -182,6 +215,7 @@ class Follower {
   }
 
   #close() {
+    clearTimeout(this.#silenceTimer);
     this.#source?.close();
     this.#source = null;
   }

@@ -16,11 +16,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Mapping
-from functools import partial
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from app.agents.base import Agent, BudgetExceeded
+from app.agents.base import MESSAGE_ROLES, Agent, BudgetExceeded, ThreadView
 from app.domain import Claim, DatabaseUnavailable, Finish, Finished, LeaseLost, Usage
 from app.metrics import EVENTS_APPENDED
 from app.queue import Queue
@@ -34,6 +33,7 @@ from app.worker.writer import Writer
 T = TypeVar("T")
 
 MAX_ERROR_MESSAGE = 2000
+MAX_MESSAGE_CHARS = 100_000  # as the API's limit on a thread run's prompt
 _LIMITS = {"turns": "max_turns", "tool_calls": "max_tool_calls"}
 
 log = logging.getLogger(__name__)
@@ -66,6 +66,9 @@ class Attempt:
             run.usage, tenant_id=run.tenant_id, max_tokens=None if max_tokens is None else int(max_tokens)
         )
         self.lease_id = claim.lease_id
+        self.thread: ThreadView | None = None  # set by the runner for a run in a thread
+        # added by the agent, not stored yet: they go with the next checkpoint or the ending
+        self._unsaved_messages: list[dict[str, Any]] = []
         self.groups = ProcessGroups()
         self.stop_reason: StopReason | None = None
         self.events = EventBuffer(self._append, on_background_error=self._background_error)
@@ -147,7 +150,12 @@ class Attempt:
         finished = await self.events.flush_final(
             lambda take: self._write(
                 lambda redacted: self._writer.finish(
-                    run_id=self.run_id, lease_id=self.lease_id, finish=finish, take=redacted, usage=usage
+                    run_id=self.run_id,
+                    lease_id=self.lease_id,
+                    finish=finish,
+                    take=redacted,
+                    messages=tuple(self._unsaved_messages),  # read under the buffer's lock
+                    usage=usage,
                 ),
                 take,
             )
@@ -191,19 +199,53 @@ class Attempt:
         """Store ``state`` with the events before it; waits out a database outage (the events
         stay buffered meanwhile), so a checkpoint never fails the attempt."""
         stored = {"state": state, **self.counts}
+
+        async def store(take: Take) -> None:
+            # Under the buffer's lock, in a shielded task: the messages and usage written are
+            # forgotten here, even when the agent is cancelled meanwhile, so no ending writes
+            # them again.
+            messages, usage = tuple(self._unsaved_messages), self.usage.unstored
+            await self._append(take, state=stored, messages=messages, usage=usage)
+            del self._unsaved_messages[: len(messages)]
+            self.usage.written(usage)
+
         while True:
-            usage = self.usage.unstored
             try:
-                await self.events.flush_with(partial(self._append, state=stored, usage=usage))
-                self.usage.written(usage)
+                await self.events.flush_with(store)
                 return
             except DatabaseUnavailable as exc:  # the writer's next tick retries, later under load
                 log.debug("checkpoint not stored yet: %s", exc)
 
-    async def _append(self, take: Take, *, state: Any = None, usage: Usage | None = None) -> None:
+    async def add_messages(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        """Append to the thread's history with the next checkpoint (or the ending), redacted."""
+        if self.thread is None:
+            raise ValueError("add_messages needs a run in a thread")
+        checked = []
+        for message in messages:
+            if not isinstance(message, Mapping) or message.get("role") not in MESSAGE_ROLES:
+                raise ValueError(f"a thread message needs a role of {sorted(MESSAGE_ROLES)}")
+            content = message.get("content")
+            if isinstance(content, str) and len(content) > MAX_MESSAGE_CHARS:
+                raise ValueError(f"a thread message may hold at most {MAX_MESSAGE_CHARS} characters")
+            checked.append(self._redactor.data(dict(message)))
+        self._unsaved_messages.extend(checked)
+
+    async def _append(
+        self,
+        take: Take,
+        *,
+        state: Any = None,
+        messages: Sequence[Mapping[str, Any]] = (),
+        usage: Usage | None = None,
+    ) -> None:
         await self._write(
             lambda redacted: self._writer.append(
-                run_id=self.run_id, lease_id=self.lease_id, take=redacted, state=state, usage=usage
+                run_id=self.run_id,
+                lease_id=self.lease_id,
+                take=redacted,
+                state=state,
+                messages=messages,
+                usage=usage,
             ),
             take,
         )

@@ -16,7 +16,14 @@ import uuid
 from datetime import UTC, datetime
 
 from app import tracing
-from app.agents.base import Agent, DeadlineExceeded, FatalError, load_agent
+from app.agents.base import (
+    Agent,
+    DeadlineExceeded,
+    FatalError,
+    RetryableError,
+    ThreadView,
+    load_agent,
+)
 from app.backoff import Backoff
 from app.domain import Claim, DatabaseUnavailable, Finish, LeaseLost, Run, Status
 from app.logs import log_context
@@ -220,6 +227,12 @@ class Runner:
         remaining = _deadline_remaining(run)
         if remaining is not None and remaining <= 0:
             return AgentEnded(error=DeadlineExceeded(_deadline_message(run)))
+        if run.thread_id is not None:
+            try:
+                history = await self._queue.thread_history(run.thread_id, run_id=run.id)
+            except DatabaseUnavailable as exc:
+                return AgentEnded(error=RetryableError(f"thread history not readable: {exc}", code="database_unavailable"))
+            attempt.thread = ThreadView(run.thread_id, history)
         return await attempt.run_agent(agent_class, remaining)
 
     def _agent_class(self, name: str) -> type[Agent]:

@@ -26,7 +26,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from app import tracing
 from app.domain import Finish, Finished, LeaseLost, Usage
-from app.queue import Appended, Ended, NewEvents, Queue
+from app.queue import Appended, Ended, NewEvents, NewMessages, Queue
 
 MAX_BATCH = 64
 EVENTS_INTERVAL_S = 0.05
@@ -161,12 +161,15 @@ class Writer:
         lease_id: uuid.UUID,
         take: Take,
         state: Any = None,
+        messages: NewMessages = (),
         usage: Usage | None = None,
     ) -> int:
-        """The run's buffered events (with a ``state``, also its checkpoint and the ``usage``
-        since the last one) on the next tick; its last seq, or :class:`LeaseLost` if the claim
-        is no longer ours."""
-        return await self._appends.write(lambda: Appended(run_id, lease_id, take(), state, usage))
+        """The run's buffered events (with a ``state``, also its checkpoint, thread messages
+        and the ``usage`` since the last one) on the next tick; its last seq, or
+        :class:`LeaseLost` if the claim is no longer ours."""
+        return await self._appends.write(
+            lambda: Appended(run_id, lease_id, take(), state, messages=messages, usage=usage)
+        )
 
     async def finish(
         self,
@@ -175,11 +178,15 @@ class Writer:
         lease_id: uuid.UUID,
         finish: Finish,
         take: Take,
+        messages: NewMessages = (),
         usage: Usage | None = None,
     ) -> Finished:
-        """End the attempt with its buffered events and the usage since its last checkpoint
-        (batched with the other runs' endings); :class:`LeaseLost` if the claim is no longer ours."""
-        return await self._endings.write(lambda: Ended(run_id, lease_id, finish, take(), usage))
+        """End the attempt with its buffered events, thread messages and the usage since its
+        last checkpoint (batched with the other runs' endings); :class:`LeaseLost` if the claim
+        is no longer ours."""
+        return await self._endings.write(
+            lambda: Ended(run_id, lease_id, finish, take(), messages=messages, usage=usage)
+        )
 
     async def record_effect(
         self, *, run_id: uuid.UUID, lease_id: uuid.UUID, key: str, result: Any

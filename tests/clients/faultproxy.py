@@ -5,6 +5,11 @@ Each connection is given a budget of bytes it may carry from the server to the c
 falls: inside the HTTP headers, a chunk-size line, an SSE field, a UTF-8 character. A budget of
 0 forwards the request, waits for the server's first answer byte and drops it: the server did
 the work, the client never hears about it.
+
+With ``stall=True`` a spent budget closes nothing: the proxy keeps both connections open, reads
+and discards what the server sends (so the server sees a healthy client) and forwards nothing
+more, not even keep-alives, until the client gives up on the connection: a half-open or stuck
+connection, which only a client that watches for silence survives.
 """
 
 from __future__ import annotations
@@ -20,11 +25,13 @@ CHUNK = 65536
 class FaultProxy:
     """Runs its own event loop in a thread, so sync and async tests can both use it."""
 
-    def __init__(self, upstream_port: int, budget: Callable[[], int | None]) -> None:
+    def __init__(self, upstream_port: int, budget: Callable[[], int | None], *, stall: bool = False) -> None:
         self.upstream_port = upstream_port
         self.budget = budget
+        self.stall = stall
         self.connections = 0
         self.cuts = 0
+        self.stalls = 0
         self.port = 0
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -84,7 +91,10 @@ class FaultProxy:
             to_client.cancel()
             return
         cut = to_client.done() and not to_client.cancelled() and to_client.result()
-        if cut and client_writer in self._open:
+        if cut and self.stall:
+            self.stalls += 1
+            await self._stall(upstream_reader, to_server)
+        elif cut and client_writer in self._open:
             self.cuts += 1
         self._open.discard(client_writer)
         for task in (to_server, to_client):
@@ -95,13 +105,25 @@ class FaultProxy:
                 await writer.wait_closed()
 
     @staticmethod
-    async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, budget: int | None) -> bool:
-        """Copy until EOF (False) or until ``budget`` bytes are spent (True: a cut)."""
+    async def _stall(upstream: asyncio.StreamReader, to_server: asyncio.Future[bool]) -> None:
+        """Swallow the server's bytes until the client closes its side (the request pipe ends)."""
+        swallow = asyncio.ensure_future(FaultProxy._pipe(upstream, None, None))
+        try:
+            await to_server
+        finally:
+            swallow.cancel()
+
+    @staticmethod
+    async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter | None, budget: int | None) -> bool:
+        """Copy until EOF (False) or until ``budget`` bytes are spent (True: a cut); with no
+        ``writer``, read and discard."""
         try:
             while True:
                 data = await reader.read(CHUNK)
                 if not data:
                     return False
+                if writer is None:
+                    continue
                 if budget is not None and len(data) >= budget:
                     writer.write(data[:budget])
                     await writer.drain()

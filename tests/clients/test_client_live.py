@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 import pytest
-from runq_client import AsyncClient, Client, Event, RunqError, RunqTimeout
+from runq_client import AsyncClient, Client, Event, Message, RunqError, RunqTimeout, Thread
 
 from tests.api_support import ApiProcess
 from tests.clients.conftest import new_key
@@ -116,3 +116,55 @@ async def test_async_client_streams_and_waits(api: ApiProcess, worker: subproces
         with pytest.raises(RunqError) as missing:
             await client.runs.get("00000000-0000-0000-0000-000000000000")
         assert missing.value.code == "not_found"
+
+
+def test_threads_against_a_real_runq(api: ApiProcess, worker: subprocess.Popen[bytes], api_key: str) -> None:
+    with Client(api.base_url, api_key) as client:
+        thread = client.threads.create(metadata={"user": "ana"})
+        assert isinstance(thread, Thread) and (thread.metadata, thread.status, thread.message_count) == ({"user": "ana"}, "idle", 0)
+        assert client.threads.create(metadata={"user": "ana"}).id != thread.id  # each call its own key
+        first = client.threads.runs.create(thread.id, "demo", {"prompt": "hello", "steps": 0})
+        second = client.threads.runs.create(thread.id, "demo", {"prompt": "again", "steps": 0}, multitask_strategy="enqueue")
+        assert first.thread_id == second.thread_id == thread.id
+        assert client.runs.wait(second.id, timeout=30).output == {"text": "again", "steps": 0, "thread_messages": 2}
+        assert client.runs.get(first.id).status == "done"
+        shown = client.threads.get(thread.id)
+        assert (shown.status, shown.message_count, shown.last_run_id) == ("idle", 4, second.id)
+        assert thread.id in {t.id for t in client.threads.list(limit=200).items}
+        page = client.threads.messages(thread.id, limit=3)
+        rest = client.threads.messages(thread.id, cursor=page.next_cursor)
+        messages = [*page.items, *rest.items]
+        assert all(isinstance(m, Message) for m in messages) and rest.next_cursor is None
+        assert [(m.index, m.role, m.content) for m in messages] == [
+            (0, "user", "hello"), (1, "assistant", "hello"), (2, "user", "again"), (3, "assistant", "again"),
+        ]  # fmt: skip
+        runs = client.threads.runs.list(thread.id, limit=1)
+        assert [r.id for r in runs.items] == [second.id]
+        assert [r.id for r in client.threads.runs.list(thread.id, cursor=runs.next_cursor).items] == [first.id]
+        assert [r.id for r in client.threads.runs.list(thread.id, status="done").items] == [second.id, first.id]
+
+        busy = client.threads.runs.create(thread.id, "demo", {"steps": 1, "step_s": 30})
+        with pytest.raises(RunqError) as rejected:
+            client.threads.runs.create(thread.id, "demo", {}, multitask_strategy="reject")
+        assert (rejected.value.status, rejected.value.code) == (409, "thread_busy")
+        with pytest.raises(RunqError) as in_flight:
+            client.threads.delete(thread.id)
+        assert (in_flight.value.status, in_flight.value.code) == (409, "thread_busy")
+        client.runs.cancel(busy.id)
+        assert client.runs.wait(busy.id, timeout=30).status == "cancelled"
+        assert client.threads.delete(thread.id) is None
+        with pytest.raises(RunqError) as gone:
+            client.threads.get(thread.id)
+        assert (gone.value.status, gone.value.code) == (404, "not_found")
+        with pytest.raises(ValueError, match="multitask_strategy"):
+            client.threads.runs.create(thread.id, "demo", multitask_strategy="later")
+
+
+async def test_async_client_threads(api: ApiProcess, worker: subprocess.Popen[bytes], api_key: str) -> None:
+    async with AsyncClient(api.base_url, api_key) as client:
+        thread = await client.threads.create()
+        run = await client.threads.runs.create(thread.id, "demo", {"prompt": "hi", "steps": 0}, multitask_strategy="reject")
+        assert (await client.runs.wait(run.id, timeout=30)).status == "done"
+        assert [m.content for m in (await client.threads.messages(thread.id)).items] == ["hi", "hi"]
+        assert [r.id for r in (await client.threads.runs.list(thread.id)).items] == [run.id]
+        await client.threads.delete(thread.id)

@@ -11,13 +11,16 @@ from __future__ import annotations
 import asyncio
 import random
 import subprocess
+import time
 from typing import Any
 
 import httpx
 from runq_client import AsyncClient, Client, Event, RetryPolicy
+from runq_client.calls import SILENCE_TIMEOUT_S
 
 from tests.api_support import ApiProcess
 from tests.clients.faultproxy import FaultProxy
+from tests.worker_support import wait_until
 
 RUNS = 200
 MIN_CUTS = 1000
@@ -37,6 +40,10 @@ def budgets(seed: int, most: int = 700) -> Any:
 async def stored(client: httpx.AsyncClient, run_id: str) -> list[tuple[int, str, dict[str, Any]]]:
     response = await client.get(f"/runs/{run_id}/events", params={"limit": 1000})
     return [(e["seq"], e["type"], e["data"]) for e in response.json()["items"]]
+
+
+async def running(client: AsyncClient, run_id: str) -> bool:
+    return (await client.runs.get(run_id)).status == "leased"
 
 
 def check(events: list[Event], log: list[tuple[int, str, dict[str, Any]]]) -> None:
@@ -76,3 +83,25 @@ def test_sync_stream_through_random_cuts(api: ApiProcess, worker: subprocess.Pop
                 assert cut.runs.wait(run.id, timeout=30).status == "done"
                 check(events, [(e.seq, e.type, e.data) for e in direct.runs.events(run.id, limit=1000).items])
         assert proxy.cuts >= 5
+
+
+async def test_a_stalled_stream_is_resumed_after_the_silence_timeout(
+    api: ApiProcess, worker: subprocess.Popen[bytes], api_key: str
+) -> None:
+    """The first connection goes silent after a few events while staying open (the proxy swallows
+    the rest, keep-alives too): the client gives up on it after ``silence_timeout`` and resumes
+    after the last seq it yielded, on a connection that works. (Followed once the run is running:
+    the wait for a worker is longer than this short timeout, and has no keep-alive this often.)"""
+    budgets = iter([600])  # the headers and a few events
+    async with AsyncClient(api.base_url, api_key) as direct:
+        run = await direct.runs.create("demo", {"prompt": "a stall in the middle", "steps": 10, "step_s": 0.3})
+        await wait_until(lambda: running(direct, run.id), within=30, what="the run to start")
+        with FaultProxy(api.port, lambda: next(budgets, None), stall=True) as proxy:
+            async with AsyncClient(proxy.base_url, api_key, silence_timeout=1.0, retry=NO_WAIT) as client:
+                started = time.monotonic()
+                events = [event async for event in client.runs.stream(run.id)]
+                took = time.monotonic() - started
+            assert (proxy.stalls, proxy.connections) == (1, 2)
+        log = [(e.seq, e.type, e.data) for e in (await direct.runs.events(run.id, limit=1000)).items]
+    check(events, log)
+    assert took < SILENCE_TIMEOUT_S / 2  # the short timeout given, not the default

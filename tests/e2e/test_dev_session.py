@@ -8,6 +8,7 @@ and the dev server answers /readyz with 200 all along while runs complete on bot
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -128,6 +129,7 @@ def test_second_terminal_uses_the_dev_database(project: Path) -> None:
         assert f'"pid": {dev.pid}' in record and '"command": "runq dev"' in record
         db_url = re.search(r"Database: (\S+)", banner)[1]  # type: ignore[index]
         assert db_url in record and f"{RUNQ} runs list" in banner
+        assert f"export RUNQ_URL={base}\n" in banner and f"{RUNQ} runs follow <id>" in banner
         watcher.start()
 
         listed = _runq(elsewhere, "runs", "list")
@@ -157,6 +159,15 @@ def test_second_terminal_uses_the_dev_database(project: Path) -> None:
                 90,
                 "every run done",
             )
+            followed = subprocess.run(
+                [RUNQ, "runs", "follow", ids[0], "--json"], cwd=elsewhere, capture_output=True, text=True,
+                env=_env() | {"RUNQ_URL": base, "RUNQ_KEY": key.stdout.strip()}, timeout=60,
+            )  # fmt: skip
+            assert followed.returncode == 0, followed.stderr
+            log = client.get(f"/runs/{ids[0]}/events", headers=tenant | {"Accept": "application/json"}).json()["items"]
+            assert [json.loads(line) for line in followed.stdout.splitlines()] == [
+                {"seq": e["seq"], "type": e["type"], "data": e["data"]} for e in log
+            ]
             assert _stop(worker) == 0
             assert dev.poll() is None, "runq dev exited while the second terminal was busy"
             # In flight at Ctrl-C: longer than the grace, so the worker releases it at the end.

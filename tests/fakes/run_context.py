@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from app.agents.base import BudgetExceeded
+from app.agents.base import BudgetExceeded, ThreadView
 
 T = TypeVar("T")
 
@@ -34,6 +34,7 @@ class FakeRunContext:
         attempt: int = 1,
         resume_state: Any = None,
         effects: dict[str, Any] | None = None,
+        thread: ThreadView | None = None,
     ) -> None:
         self.run_id = uuid.uuid4()
         self.tenant_id = "t1"
@@ -41,6 +42,8 @@ class FakeRunContext:
         self.input = input
         self.budget = budget or {}
         self.resume_state = resume_state
+        self.thread = thread
+        self.messages: list[dict[str, Any]] = []  # what add_messages was given, in order
         self.events: list[tuple[str, dict[str, Any]]] = []
         self.checkpoints: list[Any] = []
         self.effects = effects if effects is not None else {}
@@ -58,6 +61,7 @@ class FakeRunContext:
             attempt=self.attempt + 1,
             resume_state=state,
             effects=self.effects,
+            thread=self.thread,
         )
 
     def of_type(self, type: str) -> list[dict[str, Any]]:
@@ -79,6 +83,9 @@ class FakeRunContext:
 
     async def checkpoint(self, state: Any) -> None:
         self.checkpoints.append(copy.deepcopy(state))
+
+    async def add_messages(self, messages: Any) -> None:
+        self.messages.extend(copy.deepcopy([dict(m) for m in messages]))
 
     async def effect(self, key: str, fn: Callable[[], Awaitable[T]]) -> T:
         if key not in self.effects:

@@ -80,16 +80,26 @@ def schedule_ids(api: ApiProcess, keys: dict[str, dict[str, str]]) -> list[str]:
         return [client.post("/schedules", json={"agent": "demo", "every_s": 3600 + n}).json()["id"] for n in range(2)]
 
 
-def _aimed(run_ids: list[str], schedule_ids: list[str]) -> Callable[[schemathesis.Case, bool], schemathesis.Case]:
-    """Half the valid cases are pointed at something that exists: a run or schedule of the
-    tenant, and the demo agent on create, so that generated values reach the database, not only
-    validation."""
+@pytest.fixture(scope="module")
+def thread_ids(api: ApiProcess, keys: dict[str, dict[str, str]]) -> list[str]:
+    """Threads of the tenant that generated requests may hit."""
+    with httpx.Client(base_url=api.base_url, headers=keys["tenant"]) as client:
+        return [client.post("/threads", json={"metadata": {"n": n}}).json()["id"] for n in range(2)]
+
+
+def _aimed(
+    run_ids: list[str], schedule_ids: list[str], thread_ids: list[str]
+) -> Callable[[schemathesis.Case, bool], schemathesis.Case]:
+    """Half the valid cases are pointed at something that exists: a run, schedule or thread of
+    the tenant, and the demo agent on create, so that generated values reach the database, not
+    only validation."""
 
     def aim(case: schemathesis.Case, real: bool) -> schemathesis.Case:
-        for name, ids in (("run_id", run_ids), ("schedule_id", schedule_ids)):
+        for name, ids in (("run_id", run_ids), ("schedule_id", schedule_ids), ("thread_id", thread_ids)):
             if real and name in (case.path_parameters or {}):
                 case.path_parameters = {**case.path_parameters, name: ids[hash(str(case.query)) % len(ids)]}
-        if real and case.method == "POST" and case.path in ("/runs", "/schedules") and isinstance(case.body, dict):
+        creates = ("/runs", "/schedules", "/threads/{thread_id}/runs")
+        if real and case.method == "POST" and case.path in creates and isinstance(case.body, dict):
             case.body = {**case.body, "agent": "demo"}
         return case
 
@@ -121,7 +131,7 @@ def fuzz(operation: APIOperation, mode: GenerationMode, *, base_url: str, sessio
 
 
 def test_api_conforms_to_its_openapi_document(
-    api: ApiProcess, keys: dict[str, dict[str, str]], run_ids: list[str], schedule_ids: list[str]
+    api: ApiProcess, keys: dict[str, dict[str, str]], run_ids: list[str], schedule_ids: list[str], thread_ids: list[str]
 ) -> None:
     schema = schemathesis.openapi.from_url(f"{api.base_url}/openapi.json")
     session = requests.Session()
@@ -136,7 +146,7 @@ def test_api_conforms_to_its_openapi_document(
             started = time.perf_counter()
             try:
                 fuzz(operation, mode, base_url=api.base_url, session=session, headers=headers, answers=answers,
-                     aim=_aimed(run_ids, schedule_ids))
+                     aim=_aimed(run_ids, schedule_ids, thread_ids))
             except Unsatisfiable:
                 assert mode is GenerationMode.NEGATIVE, operation.label  # no input to get wrong
             except Exception as exc:  # every operation is fuzzed; the failures are listed together
@@ -150,7 +160,8 @@ def test_api_conforms_to_its_openapi_document(
 def test_schema_covers_every_route(api: ApiProcess) -> None:
     doc = httpx.get(f"{api.base_url}/openapi.json").json()
     assert {"/runs", "/runs/{run_id}", "/runs/{run_id}/events", "/admin/runs", "/schedules/{schedule_id}",
-            "/webhook-secret", "/admin/webhooks/{delivery_id}/redeliver"} <= set(doc["paths"])  # fmt: skip
+            "/webhook-secret", "/admin/webhooks/{delivery_id}/redeliver", "/threads/{thread_id}/runs",
+            "/threads/{thread_id}/messages"} <= set(doc["paths"])  # fmt: skip
 
 
 # -- what the fuzzing found, kept as regression tests ---------------------------------------

@@ -1,4 +1,5 @@
-"""`runq webhooks secret` and `runq schedules list|pause|resume|delete`, as an operator runs them."""
+"""`runq webhooks secret`, `runq schedules list|pause|resume|delete` and `runq threads list|show`,
+as an operator runs them."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import subprocess
 import sys
 
 from app.cron import Timing
-from app.queue import Queue
+from app.domain import Finish
+from app.queue import Ended, NewRun, Queue
 from app.signing import TenantSecrets
 from tests.api_support import SECRET
 
@@ -44,3 +46,22 @@ async def test_schedules_list_pause_resume_delete(queue: Queue, database_url: st
     assert runq(database_url, "schedules", "delete", sid).returncode == 0
     missing = runq(database_url, "schedules", "delete", sid)
     assert missing.returncode == 1 and "ScheduleNotFound" in missing.stderr and "Traceback" not in missing.stderr
+
+
+async def test_threads_list_and_show(queue: Queue, database_url: str) -> None:
+    thread, _ = await queue.create_thread(tenant_id="acme", metadata={"user": "u1"})
+    run, _, _ = await queue.enqueue_in_thread(thread.id, NewRun(tenant_id="acme", agent="demo", input={}))
+    claim = (await queue.claim_batch(worker_id="w1", limit=1))[0]
+    said = ({"role": "user", "content": "hello there"}, {"role": "assistant", "content": "hi"})
+    await queue.finish_many([Ended(run.id, claim.lease_id, Finish.done({}), (), said)])
+
+    listed = json.loads(runq(database_url, "threads", "list", "--json").stdout)
+    assert [(t["id"], t["message_count"], t["busy"]) for t in listed] == [(str(thread.id), 2, False)]
+    assert json.loads(runq(database_url, "threads", "list", "--tenant", "other", "--json").stdout) == []
+    shown = json.loads(runq(database_url, "threads", "show", str(thread.id), "--json").stdout)
+    assert [m["message"]["content"] for m in shown["messages"]] == ["hello there", "hi"]
+    assert [r["id"] for r in shown["runs"]] == [str(run.id)]
+    table = runq(database_url, "threads", "show", str(thread.id)).stdout
+    assert "hello there" in table and "ROLE" in table and str(run.id) in table
+    missing = runq(database_url, "threads", "show", "0b7c5a1e-0000-4000-8000-000000000000")
+    assert missing.returncode == 1 and "no thread with id" in missing.stderr and "Traceback" not in missing.stderr

@@ -34,9 +34,11 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("PUT", "/admin/tenants/{tenant}"): {"max_inflight": 1},
     ("POST", "/schedules"): {"agent": "demo", "every_s": 60, "input": {"prompt": "bob's own"}},
     ("PATCH", "/schedules/{schedule_id}"): {"paused": True},
+    ("POST", "/threads"): {"metadata": {"who": "bob"}},
+    ("POST", "/threads/{thread_id}/runs"): {"agent": "demo", "input": {"prompt": "bob's own"}},
 }
 NO_SUCH = str(uuid.UUID(int=0))
-TENANT_OBJECTS = ("{run_id}", "{schedule_id}")  # another tenant's is 404
+TENANT_OBJECTS = ("{run_id}", "{schedule_id}", "{thread_id}")  # another tenant's is 404
 JSON = {"Accept": "application/json"}
 
 
@@ -62,9 +64,11 @@ def endpoints(app: FastAPI) -> list[tuple[str, str]]:
     return sorted(found)
 
 
-def fill(path: str, run_id: str, schedule_id: str = NO_SUCH) -> str:
+def fill(path: str, run_id: str, schedule_id: str = NO_SUCH, thread_id: str = NO_SUCH) -> str:
     """The path with its parameters filled in; an unknown parameter fails the test on purpose."""
-    known = {"run_id": run_id, "tenant": "alice", "schedule_id": schedule_id, "delivery_id": NO_SUCH}
+    known = {
+        "run_id": run_id, "tenant": "alice", "schedule_id": schedule_id, "delivery_id": NO_SUCH, "thread_id": thread_id,
+    }  # fmt: skip
     for name in [part[1:-1] for part in path.split("/") if part.startswith("{")]:
         assert name in known, f"{path}: teach test_isolation how to fill {{{name}}}"
         path = path.replace(f"{{{name}}}", known[name])
@@ -72,11 +76,12 @@ def fill(path: str, run_id: str, schedule_id: str = NO_SUCH) -> str:
 
 
 async def call(
-    client: httpx.AsyncClient, method: str, path: str, run_id: str, headers: dict[str, str], schedule_id: str = NO_SUCH
+    client: httpx.AsyncClient, method: str, path: str, run_id: str, headers: dict[str, str], schedule_id: str = NO_SUCH,
+    thread_id: str = NO_SUCH,
 ) -> httpx.Response:
     body = BODIES.get((method, path))
     return await client.request(
-        method, fill(path, run_id, schedule_id), headers=JSON | headers,
+        method, fill(path, run_id, schedule_id, thread_id), headers=JSON | headers,
         json=body if method in ("POST", "PUT", "PATCH") else None,
     )  # fmt: skip
 
@@ -95,6 +100,7 @@ async def test_every_route_keeps_tenants_apart(app: FastAPI, client: httpx.Async
     run_id = created.json()["id"]
     schedule = await client.post("/schedules", json={"agent": "demo", "every_s": 60, "input": {"prompt": MARK}}, headers=alice)
     schedule_id = schedule.json()["id"]
+    thread_id = (await client.post("/threads", json={"metadata": {"mark": MARK}}, headers=alice)).json()["id"]
     routes = endpoints(app)
     assert ("GET", "/runs/{run_id}") in routes and ("POST", "/admin/runs/{run_id}/requeue") in routes
 
@@ -106,9 +112,9 @@ async def test_every_route_keeps_tenants_apart(app: FastAPI, client: httpx.Async
             assert MARK not in response.text and run_id not in response.text, f"{where} shows A's run"
             continue
         for headers in ({}, {"Authorization": "Bearer rq_unknown"}, {"Authorization": "Basic YTpi"}):
-            response = await call(client, method, path, run_id, headers, schedule_id)
+            response = await call(client, method, path, run_id, headers, schedule_id, thread_id)
             assert (response.status_code, response.json()["code"]) == (401, "unauthorized"), where
-        response = await call(client, method, path, run_id, bob, schedule_id)
+        response = await call(client, method, path, run_id, bob, schedule_id, thread_id)
         if path.startswith("/admin"):
             assert (response.status_code, response.json()["code"]) == (403, "forbidden"), where
         elif any(name in path for name in TENANT_OBJECTS):
@@ -119,13 +125,16 @@ async def test_every_route_keeps_tenants_apart(app: FastAPI, client: httpx.Async
         if response.status_code < 400:
             assert run_id not in shown(response), f"{where} shows A's run id to B"
             assert schedule_id not in shown(response), f"{where} shows A's schedule id to B"
+            assert thread_id not in shown(response), f"{where} shows A's thread id to B"
         if method == "GET" and any(name in path for name in TENANT_OBJECTS) and not path.startswith("/admin"):
-            mine = await call(client, method, path, run_id, alice, schedule_id)
+            mine = await call(client, method, path, run_id, alice, schedule_id, thread_id)
             assert mine.status_code == 200, f"{where}: the control with A's own key failed"
 
     after = await client.get(f"/runs/{run_id}", headers=alice)
     assert after.json()["status"] == "pending" and after.json()["cancel_requested_at"] is None
     assert (await client.get(f"/schedules/{schedule_id}", headers=alice)).json()["paused"] is False
+    thread = (await client.get(f"/threads/{thread_id}", headers=alice)).json()
+    assert (thread["status"], thread["last_run_id"]) == ("idle", None)
 
 
 def _tampered(token: str, rng: random.Random) -> str:

@@ -221,3 +221,16 @@ async def test_reaper_counts_the_runs_it_ends(queue: Queue, engine: AsyncEngine)
     assert sample("runq_reaper_rescued_total", outcome="dead") - before["rescued_dead"] == 1
     assert sample("runq_runs_finished_total", status="cancelled") - before["cancelled"] == 1
     assert sample("runq_runs_cancelled_total", reason="abandoned") - before["abandoned"] == 1
+
+
+async def test_runs_waiting_for_their_threads_turn_are_a_gauge(
+    api: httpx.AsyncClient, engine: AsyncEngine, queue: Queue
+) -> None:
+    key = await new_key(engine, "acme")
+    thread = (await api.post("/threads", headers=key)).json()["id"]
+    for _ in range(3):
+        assert (await api.post(f"/threads/{thread}/runs", json={"agent": "demo"}, headers=key)).status_code == 201
+    samples = await wait_for(
+        lambda: scrape_when(api, lambda s: value(s, "runq_thread_runs_waiting_for_turn") == 2)
+    )
+    assert value(samples, "runq_queue_depth", status="pending") == 3

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from app.domain import Event, Run, Status
-from app.queue import Queue
+from app.domain import Event, Run, Status, Strategy
+from app.queue import NewRun, Queue
 from tests.fakes import eventually
 from tests.fakes.openai_server import FakeOpenAI, ToolCall, answer, calls, error, stall
 
@@ -264,6 +264,37 @@ def _alive(pid: int) -> bool:
     return True
 
 
+async def test_a_thread_sends_the_history_and_stores_every_message_of_its_turns(
+    queue: Queue, server: FakeOpenAI, start_worker: StartWorker
+) -> None:
+    server.script(
+        calls(ToolCall("call_1", "shell", {"command": "echo hi"}), text="Looking."),
+        answer("It said hi."),
+        answer("You are welcome."),
+    )
+    start_worker()
+    thread, _ = await queue.create_thread(tenant_id=TENANT, metadata={})
+    run_ids = []
+    for prompt in ("run echo", "thanks"):
+        new = NewRun(tenant_id=TENANT, agent="openai", input={"prompt": prompt, "tools": ["shell"], "system": "Be brief."})
+        run, _, _ = await queue.enqueue_in_thread(thread.id, new, strategy=Strategy.ENQUEUE)
+        run_ids.append(run.id)
+    for run_id in run_ids:
+        await _finished(queue, run_id, Status.DONE)
+
+    stored = [m.message for m in await queue.thread_messages(thread.id, tenant_id=TENANT)]
+    assert [(m["role"], m.get("content")) for m in stored] == [
+        ("user", "run echo"),
+        ("assistant", "Looking."),
+        ("tool", '{"exit_code": 0, "output": "hi\\n"}'),
+        ("assistant", "It said hi."),
+        ("user", "thanks"),
+        ("assistant", "You are welcome."),
+    ]
+    assert stored[1]["tool_calls"][0]["id"] == "call_1" and stored[2]["tool_call_id"] == "call_1"
+    # the second run's request: its system prompt, the whole history, then the new input
+    sent = server.requests[2].body["messages"]
+    assert sent == [{"role": "system", "content": "Be brief."}, *stored[:4], {"role": "user", "content": "thanks"}]
 # -- usage and budgets (docs/usage.md) --------------------------------------------------------
 
 

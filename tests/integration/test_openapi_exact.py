@@ -61,6 +61,28 @@ BUSINESS_RULES = {
     ("positive_data_acceptance", "POST /runs/{run_id}/cancel", "validation_error"),
     # Cancelling a run that has already finished is a conflict by design (DESIGN §2).
     ("positive_data_acceptance", "POST /runs/{run_id}/cancel", "run_finished"),
+    # Threads (docs/threads.md): cursors are opaque; a thread run's body is a run's body (its
+    # webhook and jsonb rules); a prompt becomes history and has a size limit; `reject` on a busy
+    # thread and deleting a busy thread are conflicts by design; the stateful phase follows the
+    # link from a refused POST /threads with the id "None".
+    ("positive_data_acceptance", "GET /threads", "invalid_cursor"),
+    ("positive_data_acceptance", "GET /threads/{thread_id}/messages", "invalid_cursor"),
+    ("positive_data_acceptance", "GET /threads/{thread_id}/runs", "invalid_cursor"),
+    ("positive_data_acceptance", "POST /threads", "validation_error"),
+    ("positive_data_acceptance", "POST /threads/{thread_id}/runs", "webhook_url_invalid"),
+    ("positive_data_acceptance", "POST /threads/{thread_id}/runs", "webhook_url_unresolvable"),
+    ("positive_data_acceptance", "POST /threads/{thread_id}/runs", "webhook_url_forbidden"),
+    ("positive_data_acceptance", "POST /threads/{thread_id}/runs", "validation_error"),
+    ("positive_data_acceptance", "POST /threads/{thread_id}/runs", "message_too_large"),
+    ("positive_data_acceptance", "POST /threads/{thread_id}/runs", "thread_busy"),
+    ("positive_data_acceptance", "DELETE /threads/{thread_id}", "thread_busy"),
+    ("positive_data_acceptance", "GET /threads/{thread_id}", "invalid_id"),
+    ("positive_data_acceptance", "GET /threads/{thread_id}/messages", "invalid_id"),
+    ("positive_data_acceptance", "GET /threads/{thread_id}/runs", "invalid_id"),
+    ("positive_data_acceptance", "POST /threads/{thread_id}/runs", "invalid_id"),
+    ("positive_data_acceptance", "DELETE /threads/{thread_id}", "invalid_id"),
+    # A schedule's thread must be one of the tenant's (an id that names none is 404).
+    ("positive_data_acceptance", "POST /schedules", "not_found"),
 }
 
 

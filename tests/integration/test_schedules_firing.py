@@ -127,3 +127,24 @@ async def test_the_reaper_wakes_for_a_slot_before_its_next_pass(database_url: st
     schedule = await every(queue, 1)
     async with in_process_worker(database_url, concurrency=1, reaper_s=60):
         await wait_until(lambda: _at_least(engine, schedule.id, 2), within=20, what="two slots a second apart")
+
+
+async def test_a_thread_schedule_queues_its_runs_in_the_thread(queue: Queue, engine: AsyncEngine) -> None:
+    thread, _ = await queue.create_thread(tenant_id="t1", metadata={})
+    gone, _ = await queue.create_thread(tenant_id="t1", metadata={})
+    timing = Timing(cron=None, every_s=60).check()
+    fields = {"tenant_id": "t1", "timing": timing, "agent": "demo", "input": {}, "budget": {}, "priority": 0, "max_attempts": 1}
+    first, second = [await queue.create_schedule(**fields, thread_id=thread.id) for _ in range(2)]  # type: ignore[arg-type]
+    orphan = await queue.create_schedule(**fields, thread_id=gone.id)  # type: ignore[arg-type]
+    plain = await queue.create_schedule(**fields)  # type: ignore[arg-type]
+    await queue.delete_thread(gone.id, tenant_id="t1")
+    for schedule in (first, second, orphan, plain):
+        await set_due(engine, schedule.id)
+    fired = dict(await queue.fire_due_schedules())
+    assert set(fired) == {first.id, second.id, plain.id}  # a deleted thread takes no run, the rest fire
+    turns = [turn for turn, _ in await queue.list_thread_runs(thread.id, tenant_id="t1")]
+    assert turns == [2, 1]
+    assert (await queue.get_run(fired[plain.id], tenant_id="t1")).thread_id is None
+    # the next run of the thread waits for the first one's turn, as any enqueued run
+    claims = await queue.claim_batch(worker_id="w1", limit=10)
+    assert {c.run.id for c in claims} == {fired[plain.id], (await queue.list_thread_runs(thread.id, tenant_id="t1"))[1][1].id}

@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from app.domain import Status
-from app.queue import Queue
+from app.domain import Status, Strategy
+from app.queue import NewRun, Queue
 from tests.worker_support import (
     check_event_log,
     enqueue_demo,
@@ -168,3 +168,23 @@ async def test_cancel_keeps_partial_events(worker: None, queue: Queue) -> None:
     assert done.status is Status.CANCELLED
     assert events[-1].type == "run.cancelled" and events[-1].data == {"reason": "user"}
     assert "message.completed" in types(events)
+
+
+async def test_in_a_thread_a_retried_attempt_adds_no_message_twice(worker: None, queue: Queue) -> None:
+    thread, _ = await queue.create_thread(tenant_id="t1", metadata={})
+    input = {"prompt": "once", "steps": 2, "step_s": 0.01, "fail_attempts": 1}
+    run, _, _ = await queue.enqueue_in_thread(
+        thread.id, NewRun(tenant_id="t1", agent="demo", input=input), strategy=Strategy.ENQUEUE
+    )
+    done = await wait_finished(queue, run.id)
+    assert (done.status, done.attempts) == (Status.DONE, 2)
+    # attempt 1 stored the user's message with its first checkpoint, then failed after its
+    # steps; attempt 2 resumed after the last step and added only the answer
+    assert done.output == {"text": "once", "steps": 2, "thread_messages": 0}
+    messages = await queue.thread_messages(thread.id, tenant_id="t1")
+    assert [(m.index, m.message) for m in messages] == [
+        (0, {"role": "user", "content": "once"}),
+        (1, {"role": "assistant", "content": "once"}),
+    ]
+    starts = [e for e in await queue.read_events(run.id) if e.type == "run.started"]
+    assert len(starts) == 2

@@ -7,7 +7,10 @@ server, whose stream tokens live 2 s (``RUNQ_STREAM_TOKEN_TTL_S``), and a real w
 
 from __future__ import annotations
 
+import random
 import subprocess
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +23,10 @@ from tests.clients.faultproxy import FaultProxy
 from tests.ui.conftest import SERVER_ENV, Keys, UiServer
 
 TOKEN_TTL_S = float(SERVER_ENV["RUNQ_STREAM_TOKEN_TTL_S"])
+CUT_STEPS = 8  # about 25 events, followed in a few seconds
+CUT_MOST = 800  # bytes a connection may carry before it is cut
+STALL_AFTER = 600  # bytes: a token answer passes whole, an event stream stalls after its headers
+SILENCE_MS = 1500
 # Starts following and returns at once; ``window.followed`` resolves when following ends.
 START = """
 async ({ runId, key }) => {
@@ -145,3 +152,60 @@ def test_client_module_is_public_and_resume_reports_the_problem(page: Page, serv
     )
     # No resume route yet (DESIGN §9): whatever the server answers arrives as a RunqError.
     assert error is not None and error["isRunqError"] and 400 <= error["status"] < 500
+
+
+def test_follow_run_through_random_cuts(
+    page: Page, server: UiServer, worker: subprocess.Popen[bytes], keys: Keys
+) -> None:
+    """Once following has started, every connection (event streams, token requests, JSON pages)
+    is cut after a random number of bytes from the server: inside headers, chunk framing, SSE
+    fields and characters. What the page received is the stored log, each event once."""
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    cutting = threading.Event()
+    with FaultProxy(server.port, lambda: rng.randint(1, CUT_MOST) if cutting.is_set() else None) as proxy:
+        page.goto(f"{proxy.base_url}/healthz")
+        run_id = create_run(server, keys, prompt="cut, cut, cut: zwölf Boxkämpfer ✓", steps=CUT_STEPS, step_s=0.1)
+        started = time.monotonic()
+        page.evaluate(START, {"runId": run_id, "key": keys.tenant_key})
+        cutting.set()
+        proxy.cut_all()
+        outcome = ended(page, within_s=60)
+        took, cuts = time.monotonic() - started, proxy.cuts
+    log = stored(server, keys, run_id)
+    assert outcome["error"] is None and outcome["end"] == "run.completed", f"seed {seed}"
+    assert outcome["events"] == log, f"seed {seed}"  # no gap, no duplicate, nothing after the end
+    print(f"seed {seed}: {len(log)} events through {cuts} cuts in {took:.1f} s")
+    assert cuts >= 3, f"seed {seed}"
+
+
+def test_follow_run_resumes_a_connection_that_went_silent(
+    page: Page, server: UiServer, worker: subprocess.Popen[bytes], keys: Keys
+) -> None:
+    """The connection after a drop stalls after a few hundred bytes, open but silent (the proxy
+    swallows the events and keep-alives): EventSource would wait forever; the follower gives up on
+    it after ``silenceMs`` and resumes after the last seq it delivered."""
+    stall_next = threading.Event()
+
+    def budget() -> int | None:
+        if not stall_next.is_set():
+            return None
+        stall_next.clear()
+        return STALL_AFTER
+
+    with FaultProxy(server.port, budget, stall=True) as proxy:
+        page.goto(f"{proxy.base_url}/healthz")
+        run_id = create_run(server, keys, prompt="silence in the middle", steps=20, step_s=0.2)
+        page.evaluate(START.replace("followRun(runId, {", f"followRun(runId, {{ silenceMs: {SILENCE_MS},"),
+                      {"runId": run_id, "key": keys.tenant_key})
+        page.wait_for_function("() => window.progress.events.length >= 3")
+        started = time.monotonic()
+        stall_next.set()
+        proxy.cut_all()
+        outcome = ended(page)
+        took = time.monotonic() - started
+        assert proxy.stalls == 1
+    assert outcome["error"] is None and outcome["end"] == "run.completed"
+    assert outcome["events"] == stored(server, keys, run_id)
+    # Resumed by the short silence timeout, not by the 15 s request timeout or the 30 s default.
+    assert took < 12

@@ -5,6 +5,11 @@
 WITH picked AS (
     SELECT id FROM agent_runs
      WHERE status = 'pending' AND available_at <= now() AND cancel_requested_at IS NULL
+       -- threads (§8): one run of a thread at a time, in creation order (ix_agent_runs_thread_inflight)
+       AND NOT EXISTS (SELECT 1 FROM agent_runs p
+                        WHERE p.thread_id = agent_runs.thread_id AND p.thread_id IS NOT NULL
+                          AND p.thread_turn < agent_runs.thread_turn
+                          AND p.status NOT IN ('done', 'dead', 'cancelled'))
      ORDER BY queue_rank, created_at
      LIMIT :limit
        FOR UPDATE SKIP LOCKED
@@ -48,6 +53,11 @@ WITH inflight AS (
     -- a window of the queue's head without the tenants already at their cap
     SELECT r.id, r.tenant_id, r.queue_rank, r.created_at FROM agent_runs r
      WHERE r.status = 'pending' AND r.available_at <= now() AND r.cancel_requested_at IS NULL
+       -- threads (§8): one run of a thread at a time, in creation order (ix_agent_runs_thread_inflight)
+       AND NOT EXISTS (SELECT 1 FROM agent_runs p
+                        WHERE p.thread_id = r.thread_id AND p.thread_id IS NOT NULL
+                          AND p.thread_turn < r.thread_turn
+                          AND p.status NOT IN ('done', 'dead', 'cancelled'))
        AND NOT EXISTS (SELECT 1 FROM caps
                         WHERE caps.tenant_id = r.tenant_id AND caps.cap > 0 AND caps.n >= caps.cap)
      ORDER BY r.queue_rank, r.created_at

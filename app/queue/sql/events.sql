@@ -20,11 +20,24 @@ WITH a AS (
     -- checkpoint only, so what an attempt used after its last checkpoint is stored once: by
     -- its next checkpoint or ending, or (when the attempt is lost) by the attempt that redoes it
     SELECT * FROM unnest(CAST(:usage_run_ids AS uuid[]), CAST(:usages AS jsonb[])) AS u(run_id, delta)
+), m AS (
+    -- threads (§8): the messages each run added since its last checkpoint, ord their order
+    SELECT x.run_id, x.message, x.ord
+      FROM unnest(CAST(:message_run_ids AS uuid[]), CAST(:messages AS jsonb[]))
+              WITH ORDINALITY AS x(run_id, message, ord)
+), thread_locked AS MATERIALIZED (
+    -- threads (§8): the threads that get messages, locked before their runs, as the API's
+    -- thread routes lock them (a thread, then its runs): no deadlock between the two
+    SELECT th.id FROM threads th
+     WHERE th.id IN (SELECT r.thread_id FROM agent_runs r WHERE r.id IN (SELECT m.run_id FROM m))
+     ORDER BY th.id
+       FOR UPDATE OF th
 ), locked AS MATERIALIZED (
     -- rows locked in id order, as the heartbeat and the endings lock them: batched statements
     -- of one worker over the same runs never deadlock
     SELECT r.id FROM agent_runs r JOIN a ON a.run_id = r.id
      WHERE r.lease_id = a.lease_id AND r.status = 'leased'
+       AND (SELECT count(*) FROM thread_locked) >= 0  -- threads first
      ORDER BY r.id
        FOR UPDATE OF r
 ), t AS (
@@ -40,7 +53,7 @@ WITH a AS (
            updated_at = now()
       FROM locked, a
      WHERE r.id = locked.id AND a.run_id = r.id AND r.lease_id = a.lease_id AND r.status = 'leased'
-    RETURNING r.id, r.last_event_seq, r.attempts, a.state
+    RETURNING r.id, r.last_event_seq, r.attempts, a.state, r.thread_id, r.cancel_reason
 ), ev AS (
     INSERT INTO run_events (run_id, seq, type, data, attempt)
     SELECT t.id, t.last_event_seq - e.n + e.k, e.type, e.data, t.attempts
@@ -71,6 +84,29 @@ WITH a AS (
            output_tokens = h.output_tokens + excluded.output_tokens,
            model_calls = h.model_calls + excluded.model_calls,
            tool_calls = h.tool_calls + excluded.tool_calls
+), mt AS (
+    -- threads (§8): messages go with a checkpoint only, never from a run being rolled back;
+    -- each numbered after its thread's history (gapless under the thread's row lock)
+    SELECT t.thread_id, m.run_id, m.message,
+           row_number() OVER (PARTITION BY t.thread_id ORDER BY t.id, m.ord) AS k,
+           count(*) OVER (PARTITION BY t.thread_id) AS n
+      FROM t JOIN m ON m.run_id = t.id
+     WHERE t.state IS NOT NULL AND t.thread_id IS NOT NULL
+       AND t.cancel_reason IS DISTINCT FROM 'rolled_back'
+), counted AS (
+    -- threads (§8): each thread's message count moves past its new messages (the row lock
+    -- taken in thread_locked makes the numbering gapless)
+    UPDATE threads th
+       SET message_count = th.message_count + c.n, updated_at = now()
+      FROM (SELECT thread_id, max(n) AS n FROM mt GROUP BY thread_id) c
+     WHERE th.id = c.thread_id
+    RETURNING th.id, th.message_count - c.n AS first_idx
+), added AS (
+    -- threads (§8): the messages, numbered after the thread's history
+    INSERT INTO thread_messages (thread_id, idx, role, message, run_id)
+    SELECT mt.thread_id, counted.first_idx + mt.k - 1, mt.message ->> 'role', mt.message, mt.run_id
+      FROM mt JOIN counted ON counted.id = mt.thread_id
+    RETURNING thread_id
 ), notified AS MATERIALIZED (
     -- One NOTIFY per 150 runs ("<run_id>:<last_seq>" joined by commas, under 8,000 bytes), and
     -- only for runs with something to read: a hundred streams reading nothing is not free

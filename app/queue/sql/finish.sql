@@ -11,10 +11,22 @@ WITH f AS (
                          CAST(:outputs AS jsonb[]), CAST(:error_codes AS text[]),
                          CAST(:error_messages AS text[]))
         AS f(run_id, lease_id, ending, output, error_code, error_message)
+), m AS (
+    -- threads (§8): the messages each run added since its last checkpoint, ord their order
+    SELECT x.run_id, x.message, x.ord
+      FROM unnest(CAST(:message_run_ids AS uuid[]), CAST(:messages AS jsonb[]))
+              WITH ORDINALITY AS x(run_id, message, ord)
+), thread_locked AS MATERIALIZED (
+    -- threads (§8): their threads locked before the runs, as append_events_if_leased does
+    SELECT th.id FROM threads th
+     WHERE th.id IN (SELECT r.thread_id FROM agent_runs r WHERE r.id IN (SELECT m.run_id FROM m))
+     ORDER BY th.id
+       FOR UPDATE OF th
 ), locked AS MATERIALIZED (
     -- rows locked in id order, as append_events_if_leased and renew_leases lock them
     SELECT r.id FROM agent_runs r JOIN f ON f.run_id = r.id
      WHERE r.lease_id = f.lease_id AND r.status = 'leased'
+       AND (SELECT count(*) FROM thread_locked) >= 0  -- threads first
      ORDER BY r.id
        FOR UPDATE OF r
 ), e AS (
@@ -78,7 +90,7 @@ WITH f AS (
     -- not the input: decoding it again for every finished run costs more than a no-op run
     RETURNING r.id, r.status, r.attempts, r.output, r.available_at, r.updated_at, r.finished_at,
               r.locked_by, r.locked_until, r.error_code, r.error_message, r.cancel_reason,
-              r.last_event_seq, f.ending
+              r.last_event_seq, f.ending, r.thread_id
 ), ev AS (
     -- only the runs whose lease held (t), so a lost lease drops that run's events alone
     INSERT INTO run_events (run_id, seq, type, data, attempt)
@@ -116,6 +128,30 @@ WITH f AS (
            output_tokens = h.output_tokens + excluded.output_tokens,
            model_calls = h.model_calls + excluded.model_calls,
            tool_calls = h.tool_calls + excluded.tool_calls
+), mt AS (
+    -- threads (§8): an ending writes the messages added since the last checkpoint only when the
+    -- agent finished or was stopped (done, cancelled; not rolled back): a retry resumes from
+    -- that checkpoint and adds them again, a failed attempt adds none (even one then cancelled)
+    SELECT t.thread_id, m.run_id, m.message,
+           row_number() OVER (PARTITION BY t.thread_id ORDER BY t.id, m.ord) AS k,
+           count(*) OVER (PARTITION BY t.thread_id) AS n
+      FROM t JOIN m ON m.run_id = t.id
+     WHERE t.thread_id IS NOT NULL AND t.ending IN ('done', 'cancelled')
+       AND t.cancel_reason IS DISTINCT FROM 'rolled_back'
+), counted AS (
+    -- threads (§8): each thread's message count moves past its new messages (the row lock
+    -- taken in thread_locked makes the numbering gapless)
+    UPDATE threads th
+       SET message_count = th.message_count + c.n, updated_at = now()
+      FROM (SELECT thread_id, max(n) AS n FROM mt GROUP BY thread_id) c
+     WHERE th.id = c.thread_id
+    RETURNING th.id, th.message_count - c.n AS first_idx
+), added AS (
+    -- threads (§8): the messages, numbered after the thread's history
+    INSERT INTO thread_messages (thread_id, idx, role, message, run_id)
+    SELECT mt.thread_id, counted.first_idx + mt.k - 1, mt.message ->> 'role', mt.message, mt.run_id
+      FROM mt JOIN counted ON counted.id = mt.thread_id
+    RETURNING thread_id
 ), notified AS MATERIALIZED (
     -- One NOTIFY per 150 runs ("<run_id>:<last_seq>" joined by commas, under 8,000 bytes)
     SELECT pg_notify('${events_channel}', string_agg(n.id::text || ':' || n.last_event_seq, ',')) AS sent

@@ -51,7 +51,14 @@ SELECT count(*) FROM agent_runs
 SELECT (SELECT count(*) FROM agent_runs WHERE status = 'pending') AS pending,
        (SELECT count(*) FROM agent_runs WHERE status = 'leased') AS leased,
        (SELECT coalesce(extract(epoch FROM now() - min(available_at)), 0) FROM agent_runs
-         WHERE status = 'pending' AND available_at <= now()) AS oldest_pending_age_s;
+         WHERE status = 'pending' AND available_at <= now()) AS oldest_pending_age_s,
+       -- threads (§8): due runs held back by an earlier run of their thread
+       (SELECT count(*) FROM agent_runs r
+         WHERE r.status = 'pending' AND r.thread_id IS NOT NULL AND r.available_at <= now()
+           AND EXISTS (SELECT 1 FROM agent_runs p
+                        WHERE p.thread_id = r.thread_id AND p.thread_id IS NOT NULL
+                          AND p.thread_turn < r.thread_turn
+                          AND p.status NOT IN ('done', 'dead', 'cancelled'))) AS waiting_for_turn;
 
 -- name: live_leases
 -- Leased runs by worker, with lease age and last heartbeat (admin workers view).

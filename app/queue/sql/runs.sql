@@ -2,17 +2,20 @@
 
 -- name: enqueue
 -- A pending run and its run.queued (seq 1); no row when the tenant's idempotency key is taken.
+-- In a thread (its row locked by the caller), the run takes the thread's next turn.
 WITH ins AS (
     INSERT INTO agent_runs (tenant_id, agent, priority, max_attempts, available_at, queue_rank,
                             input_json, budget_json, idempotency_key, request_hash,
-                            on_disconnect, disconnect_grace_s, webhook, last_event_seq, traceparent)
+                            on_disconnect, disconnect_grace_s, webhook, thread_id, thread_turn,
+                            last_event_seq, traceparent)
     VALUES (:tenant_id, :agent, :priority, :max_attempts,
             now() + make_interval(secs => :delay_s),
             -- queue_rank is available_at minus priority x aging: one ascending key, one index
             now() + make_interval(secs => :delay_s)
                 - make_interval(secs => CAST(:priority AS int) * CAST(:aging_s AS float8)),
             CAST(:input AS jsonb), CAST(:budget AS jsonb), :idempotency_key, :request_hash,
-            :on_disconnect, :disconnect_grace_s, CAST(:webhook AS jsonb), 1,
+            :on_disconnect, :disconnect_grace_s, CAST(:webhook AS jsonb),
+            CAST(:thread_id AS uuid), CAST(:thread_turn AS bigint), 1,
             :traceparent)  -- the creating request's trace context (docs/usage.md)
     ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING *
@@ -20,6 +23,12 @@ WITH ins AS (
     INSERT INTO run_events (run_id, seq, type, data, attempt)
     SELECT id, 1, 'run.queued', '{}'::jsonb, 0 FROM ins
     RETURNING run_id
+), turn_taken AS (
+    -- threads (§8): the thread's turn counter (nothing for a run without a thread)
+    UPDATE threads th
+       SET run_count = ins.thread_turn, updated_at = now()
+      FROM ins
+     WHERE th.id = ins.thread_id
 )
 SELECT ins.*, pg_notify('${runs_channel}', '') FROM ins;
 

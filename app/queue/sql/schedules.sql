@@ -66,14 +66,24 @@ WITH due AS (
       FROM unnest(CAST(:ids AS uuid[]), CAST(:slot_keys AS text[]), CAST(:next_ats AS timestamptz[]))
            AS f(id, slot_key, next_at)
       JOIN schedules s ON s.id = f.id
+), turns AS (
+    -- threads (§8): a schedule's runs join its thread's queue (enqueue); the thread's row lock
+    -- hands out their turns, as for the API's creates. A deleted thread takes no run.
+    UPDATE threads th
+       SET run_count = th.run_count + c.n, updated_at = now()
+      FROM (SELECT thread_id, count(*) AS n FROM due WHERE thread_id IS NOT NULL GROUP BY thread_id) c
+     WHERE th.id = c.thread_id
+    RETURNING th.id, th.run_count - c.n AS base
 ), ins AS (
     INSERT INTO agent_runs (tenant_id, agent, priority, max_attempts, available_at, queue_rank,
                             input_json, budget_json, idempotency_key, webhook, schedule_id,
-                            last_event_seq)
-    SELECT tenant_id, agent, priority, max_attempts, now(),
-           now() - make_interval(secs => priority * CAST(:aging_s AS float8)),
-           input_json, budget_json, slot_key, webhook, id, 1
-      FROM due
+                            thread_id, thread_turn, last_event_seq)
+    SELECT due.tenant_id, due.agent, due.priority, due.max_attempts, now(),
+           now() - make_interval(secs => due.priority * CAST(:aging_s AS float8)),
+           due.input_json, due.budget_json, due.slot_key, due.webhook, due.id,
+           turns.id, turns.base + row_number() OVER (PARTITION BY turns.id ORDER BY due.id), 1
+      FROM due LEFT JOIN turns ON turns.id = due.thread_id
+     WHERE due.thread_id IS NULL OR turns.id IS NOT NULL
     ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, schedule_id
 ), queued AS (

@@ -116,6 +116,7 @@ export function mountRun(view, { api, route }) {
       fact("Run id", h("code", {}, run.id)),
       fact("Tenant", run.tenant_id),
       fact("Agent", run.agent),
+      fact("Thread", run.thread_id ? h("a", { href: `#/threads/${run.thread_id}`, class: "mono", title: run.thread_id }, shortId(run.thread_id)) : null),
       fact("Attempts", `${run.attempts} of ${run.max_attempts}`),
       fact("Priority", String(run.priority)),
       fact("Usage", usageText(run.usage, run.budget)),

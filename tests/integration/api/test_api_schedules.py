@@ -73,7 +73,7 @@ async def test_pages_of_schedules(client: httpx.AsyncClient, alice: dict[str, st
         ({"every_s": 60, "timezone": "Mars/Olympus"}, "unknown_timezone"),
         ({"every_s": 60, "timezone": "/etc/localtime"}, "unknown_timezone"),
         ({"every_s": 60, "agent": "nope"}, "unknown_agent"),
-        ({"every_s": 60, "thread_id": "0b7c5a1e-0000-4000-8000-000000000000"}, "threads_unsupported"),
+        ({"every_s": 60, "thread_id": "not-a-thread"}, "invalid_id"),
         ({"every_s": "60"}, "validation_error"),
         ({"every_s": 60, "input": {"bad": "nul \x00"}}, "validation_error"),
         ({"every_s": 60, "extra": 1}, "validation_error"),
@@ -118,3 +118,15 @@ async def test_admins_list_every_tenants_schedules(
     only = (await client.get("/admin/schedules", params={"tenant": "alice"}, headers=ops)).json()["items"]
     assert [s["id"] for s in only] == [mine]
     assert (await client.get("/admin/schedules", headers=alice)).status_code == 403
+
+
+async def test_a_schedule_names_one_of_the_tenants_threads(
+    client: httpx.AsyncClient, alice: dict[str, str], bob: dict[str, str]
+) -> None:
+    thread_id = (await client.post("/threads", headers=alice)).json()["id"]
+    body = {"agent": "demo", "every_s": 60, "thread_id": thread_id}
+    created = await client.post("/schedules", json=body, headers=alice)
+    assert created.status_code == 201 and created.json()["thread_id"] == thread_id
+    for headers, thread in ((bob, thread_id), (alice, "0b7c5a1e-0000-4000-8000-000000000000")):
+        response = await client.post("/schedules", json=body | {"thread_id": thread}, headers=headers)
+        assert (response.status_code, response.json()["code"]) == (404, "not_found"), response.text

@@ -162,6 +162,19 @@ async def test_keep_alive_comments_while_idle(http: httpx.AsyncClient, alice: di
     assert comment.comment is not None and comment.comment.startswith("ping")
 
 
+async def test_keep_alive_events_when_asked_for(http: httpx.AsyncClient, alice: dict[str, str]) -> None:
+    """``?keepalive=event`` (what /client.js asks for): a ``ping`` event without an id, so a
+    browser sees it and a reader's last event id stays the last seq."""
+    run = await create_run(http, alice)
+    url = f"/runs/{run['id']}/events?keepalive=event"
+    async with http.stream("GET", url, headers=alice) as response:
+        frames = sse_frames(response)
+        assert (await next_event(frames)).event == "run.queued"
+        async with asyncio.timeout(10):
+            ping = await next_event(frames)
+    assert (ping.event, ping.data, ping.id, ping.comment) == ("ping", {}, None, None)
+
+
 async def test_requeue_after_terminal_keeps_the_stream_open(
     http: httpx.AsyncClient, queue: Queue, alice: dict[str, str]
 ) -> None:

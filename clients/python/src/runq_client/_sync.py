@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import httpx
 
 from runq_client import operations as ops
-from runq_client.calls import Call, RetryPolicy, client_headers, stream_timeout
+from runq_client.calls import SILENCE_TIMEOUT_S, Call, RetryPolicy, client_headers, stream_timeout
 from runq_client.follow import Deadline, Follow
 from runq_client.models import Event, EventPage, Message, Page, Run, StreamToken, Thread
 from runq_client.operations import RunId
@@ -27,14 +27,17 @@ T = TypeVar("T")
 class Client:
     """``Client(base_url, api_key)``: runs and threads of the key's tenant.
 
-    ``retry`` sets how often idempotent calls are retried; ``http`` lets you bring your own
-    ``httpx.Client`` (its base URL and headers are then yours to set).
+    ``retry`` sets how often idempotent calls are retried; a stream that brings nothing, not even
+    a keep-alive, for ``silence_timeout`` seconds is closed and resumed; ``http`` lets you bring
+    your own ``httpx.Client`` (its base URL and headers are then yours to set).
     """
 
     def __init__(self, base_url: str, api_key: str, *, timeout: float = 30.0,
-                 retry: RetryPolicy | None = None, http: httpx.Client | None = None) -> None:
+                 silence_timeout: float = SILENCE_TIMEOUT_S, retry: RetryPolicy | None = None,
+                 http: httpx.Client | None = None) -> None:
         self.http = http or httpx.Client(base_url=base_url, headers=client_headers(api_key), timeout=timeout)
         self.timeout = timeout
+        self.silence_timeout = silence_timeout
         self.retry = retry or RetryPolicy()
         self.runs = Runs(self)
         self.threads = Threads(self)
@@ -116,8 +119,9 @@ class Runs:
             deadline.check()
             call = follow.request()
             try:
-                with client.http.stream(call.method, call.path, timeout=stream_timeout(client.timeout, deadline.remaining()),
-                                        **call.request_kwargs()) as response:
+                timeout = stream_timeout(client.timeout, client.silence_timeout, deadline.remaining())
+                with client.http.stream(call.method, call.path, timeout=timeout,
+                                              **call.request_kwargs()) as response:
                     if response.status_code != 200:
                         delay = follow.rejected(response.status_code, response.headers, response.read())
                     else:

@@ -29,8 +29,9 @@ T = TypeVar("T")
 
 PROBLEM_TYPES = ("application/problem+json", "application/json")
 UNPROCESSED = frozenset({429, 503})
-# The server pings an idle stream at least every 15 s: a stream silent for longer is dead.
-STREAM_READ_TIMEOUT_S = 45.0
+# The server sends a keep-alive at least every 15 s: a stream silent for twice that is dead (a
+# half-open connection, a proxy that stalls), so it is closed and resumed after the last seq.
+SILENCE_TIMEOUT_S = 30.0
 NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
 
@@ -128,8 +129,8 @@ def client_headers(api_key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}", "User-Agent": f"runq-client-python/{__version__}"}
 
 
-def stream_timeout(timeout: float, remaining: float | None) -> httpx.Timeout:
-    """A stream's timeouts: ``timeout`` to connect, a read may last until the next keep-alive is
-    overdue or the caller's deadline passes."""
-    read = STREAM_READ_TIMEOUT_S if remaining is None else max(0.01, min(STREAM_READ_TIMEOUT_S, remaining))
+def stream_timeout(timeout: float, silence: float, remaining: float | None) -> httpx.Timeout:
+    """A stream's timeouts: ``timeout`` to connect, a read may wait ``silence`` seconds (past the
+    keep-alive it should have brought) or until the caller's deadline passes."""
+    read = silence if remaining is None else max(0.01, min(silence, remaining))
     return httpx.Timeout(timeout, read=read)

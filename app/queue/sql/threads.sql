@@ -1,0 +1,96 @@
+-- Threads (conversations): create, read, list, their history, and what a new run of a busy
+-- thread does to the runs in flight. A thread's runs and its messages change under the
+-- thread's row lock, taken before any run's (the worker's fenced statements lock the same way).
+
+-- name: create_thread
+-- A new thread; no row when the tenant's idempotency key is taken.
+INSERT INTO threads (tenant_id, metadata, idempotency_key, request_hash)
+VALUES (:tenant_id, CAST(:metadata AS jsonb), :idempotency_key, :request_hash)
+ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+RETURNING *, false AS busy, CAST(NULL AS uuid) AS last_run_id;
+
+-- name: get_thread_by_idempotency_key
+-- The thread an earlier request with this idempotency key created, with its request digest.
+SELECT t.*, EXISTS (SELECT 1 FROM agent_runs r
+                     WHERE r.thread_id = t.id AND r.status NOT IN ('done', 'dead', 'cancelled')) AS busy,
+       (SELECT r.id FROM agent_runs r WHERE r.thread_id = t.id AND r.thread_id IS NOT NULL
+         ORDER BY r.thread_turn DESC LIMIT 1) AS last_run_id
+  FROM threads t
+ WHERE t.tenant_id = :tenant_id AND t.idempotency_key = :idempotency_key;
+
+-- name: get_thread
+-- One thread, busy while a run of it is not terminal; a null tenant (operators) sees all.
+SELECT t.*, EXISTS (SELECT 1 FROM agent_runs r
+                     WHERE r.thread_id = t.id AND r.status NOT IN ('done', 'dead', 'cancelled')) AS busy,
+       (SELECT r.id FROM agent_runs r WHERE r.thread_id = t.id AND r.thread_id IS NOT NULL
+         ORDER BY r.thread_turn DESC LIMIT 1) AS last_run_id
+  FROM threads t
+ WHERE t.id = :thread_id AND (CAST(:tenant_id AS text) IS NULL OR t.tenant_id = :tenant_id);
+
+-- name: lock_thread
+-- One thread of the tenant, locked until the transaction ends: its runs are created, cancelled
+-- and deleted one request at a time (two reject creates on an idle thread make one run).
+SELECT t.* FROM threads t
+ WHERE t.id = :thread_id AND (CAST(:tenant_id AS text) IS NULL OR t.tenant_id = :tenant_id)
+   FOR UPDATE OF t;
+
+-- name: list_threads
+-- Newest first, after the keyset cursor (created_at, id) of the last row seen.
+SELECT t.*, EXISTS (SELECT 1 FROM agent_runs r
+                     WHERE r.thread_id = t.id AND r.status NOT IN ('done', 'dead', 'cancelled')) AS busy,
+       (SELECT r.id FROM agent_runs r WHERE r.thread_id = t.id AND r.thread_id IS NOT NULL
+         ORDER BY r.thread_turn DESC LIMIT 1) AS last_run_id
+  FROM threads t
+ WHERE (CAST(:tenant_id AS text) IS NULL OR t.tenant_id = :tenant_id)
+   AND (t.created_at, t.id) < (:before_at, :before_id)
+ ORDER BY t.created_at DESC, t.id DESC
+ LIMIT :limit;
+
+-- name: inflight_thread_runs
+-- The thread's runs that are not terminal, in turn order (the partial index, not its history).
+SELECT id, status FROM agent_runs
+ WHERE thread_id = :thread_id AND thread_id IS NOT NULL AND status NOT IN ('done', 'dead', 'cancelled')
+ ORDER BY thread_turn;
+
+-- name: thread_messages
+-- A page of the thread's history, oldest first, after :after (an index).
+SELECT idx, message, run_id, created_at FROM thread_messages
+ WHERE thread_id = :thread_id AND idx > :after
+ ORDER BY idx
+ LIMIT :limit;
+
+-- name: thread_history
+-- What an attempt sees as ctx.thread.messages: the history the runs before it wrote (its own
+-- messages of an earlier attempt come back through its checkpoint instead).
+SELECT message FROM thread_messages
+ WHERE thread_id = :thread_id AND run_id IS DISTINCT FROM :run_id
+ ORDER BY idx;
+
+-- name: list_thread_runs
+-- The thread's runs, newest (latest turn) first, below the turn of the last row seen.
+SELECT * FROM agent_runs
+ WHERE thread_id = :thread_id AND thread_id IS NOT NULL AND thread_turn < :before_turn
+   AND (CAST(:status AS text) IS NULL OR status = :status)
+ ORDER BY thread_turn DESC
+ LIMIT :limit;
+
+-- name: roll_back_messages
+-- Rollback: the messages of the runs in flight go, and a leased one asked to stop earlier
+-- (interrupted) writes none any more either; the history is as it was before them.
+WITH gone AS (
+    DELETE FROM thread_messages
+     WHERE thread_id = :thread_id AND run_id = ANY(CAST(:run_ids AS uuid[]))
+    RETURNING idx
+), marked AS (
+    -- a data-modifying CTE runs whether or not it is read
+    UPDATE agent_runs SET cancel_reason = 'rolled_back', updated_at = now()
+     WHERE id = ANY(CAST(:run_ids AS uuid[])) AND status = 'leased' AND cancel_requested_at IS NOT NULL
+)
+-- the runs in flight wrote the tail of the history (a thread's runs execute in turn order)
+UPDATE threads
+   SET message_count = message_count - (SELECT count(*) FROM gone), updated_at = now()
+ WHERE id = :thread_id;
+
+-- name: delete_thread
+-- Delete an idle thread; its messages and runs (and their events) go by cascade.
+DELETE FROM threads WHERE id = :thread_id;

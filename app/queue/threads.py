@@ -1,0 +1,196 @@
+"""Threads (conversations): create, read, list, their history and runs, and what a new run of a
+busy thread does to the runs in flight (the multitask strategies).
+
+Every change to a thread's runs or messages from the API happens under the thread's row lock,
+taken before any run's row, so concurrent creates on one thread queue up behind each other
+(two ``reject`` creates on an idle thread make exactly one run) and the worker's fenced
+statements, which lock a thread before its runs too, never deadlock with them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.domain import (
+    IdempotencyConflict,
+    Run,
+    Status,
+    Strategy,
+    Thread,
+    ThreadBusy,
+    ThreadMessage,
+    ThreadNotFound,
+)
+from app.queue.codec import dumps, events_params, loads, message_from_row, thread_from_row
+from app.queue.runs import REQUEST_CANCEL, NewRun, Runs
+from app.queue.statements import statement
+
+CREATE_THREAD = statement("create_thread")
+GET_THREAD_BY_IDEMPOTENCY_KEY = statement("get_thread_by_idempotency_key")
+GET_THREAD = statement("get_thread")
+LOCK_THREAD = statement("lock_thread")
+LIST_THREADS = statement("list_threads")
+INFLIGHT_THREAD_RUNS = statement("inflight_thread_runs")
+THREAD_MESSAGES = statement("thread_messages")
+THREAD_HISTORY = statement("thread_history")
+LIST_THREAD_RUNS = statement("list_thread_runs")
+ROLL_BACK_MESSAGES = statement("roll_back_messages")
+DELETE_THREAD = statement("delete_thread")
+
+_INFINITY = datetime.max.replace(tzinfo=UTC)
+_LAST_ID = uuid.UUID(int=(1 << 128) - 1)
+_NO_TURN = 2**63 - 1  # above every turn
+# The cancel reason each strategy gives the runs it stops.
+CANCEL_REASONS = {Strategy.INTERRUPT: "interrupted", Strategy.ROLLBACK: "rolled_back"}
+
+
+class Threads(Runs):
+    async def create_thread(
+        self,
+        *,
+        tenant_id: str,
+        metadata: Mapping[str, Any],
+        idempotency_key: str | None = None,
+        request_digest: str | None = None,
+    ) -> tuple[Thread, bool]:
+        """A new thread; ``(thread, created)``, idempotent as :meth:`enqueue` is."""
+        params = {
+            "tenant_id": tenant_id,
+            "metadata": dumps(metadata),
+            "idempotency_key": idempotency_key,
+            "request_hash": request_digest,
+        }
+        async with self._statement() as conn:
+            row = (await conn.execute(CREATE_THREAD, params)).first()
+            if row is not None:
+                return thread_from_row(row), True
+            existing = (
+                await conn.execute(
+                    GET_THREAD_BY_IDEMPOTENCY_KEY, {"tenant_id": tenant_id, "idempotency_key": idempotency_key}
+                )
+            ).one()
+        if existing._mapping["request_hash"] != request_digest:
+            raise IdempotencyConflict(idempotency_key)
+        return thread_from_row(existing), False
+
+    async def get_thread(self, thread_id: uuid.UUID, *, tenant_id: str | None) -> Thread:
+        """The thread, or :class:`ThreadNotFound` (also for another tenant's)."""
+        async with self._statement() as conn:
+            row = (await conn.execute(GET_THREAD, {"thread_id": thread_id, "tenant_id": tenant_id})).first()
+        if row is None:
+            raise ThreadNotFound(str(thread_id))
+        return thread_from_row(row)
+
+    async def list_threads(
+        self, *, tenant_id: str | None, limit: int = 50, before: tuple[datetime, uuid.UUID] | None = None
+    ) -> list[Thread]:
+        """Newest first; ``before`` is the keyset cursor ``(created_at, id)`` of the last row seen."""
+        before_at, before_id = before or (_INFINITY, _LAST_ID)
+        params = {"tenant_id": tenant_id, "before_at": before_at, "before_id": before_id, "limit": limit}
+        async with self._statement() as conn:
+            rows = (await conn.execute(LIST_THREADS, params)).all()
+        return [thread_from_row(r) for r in rows]
+
+    async def thread_messages(
+        self, thread_id: uuid.UUID, *, tenant_id: str | None, after: int = -1, limit: int = 100
+    ) -> list[ThreadMessage]:
+        """A page of the history, oldest first, with ``index > after``."""
+        async with self._statement() as conn:
+            await self._existing_thread(conn, thread_id, tenant_id)
+            params = {"thread_id": thread_id, "after": after, "limit": limit}
+            rows = (await conn.execute(THREAD_MESSAGES, params)).all()
+        return [message_from_row(r) for r in rows]
+
+    async def thread_history(self, thread_id: uuid.UUID, *, run_id: uuid.UUID) -> list[dict[str, Any]]:
+        """What ``run_id``'s attempt sees as ``ctx.thread.messages``: the messages of the runs
+        before it (its own, from an earlier attempt, come back with its checkpoint)."""
+        async with self._statement() as conn:
+            rows = (await conn.execute(THREAD_HISTORY, {"thread_id": thread_id, "run_id": run_id})).all()
+        return [loads(r.message) for r in rows]
+
+    async def list_thread_runs(
+        self,
+        thread_id: uuid.UUID,
+        *,
+        tenant_id: str | None,
+        status: Status | None = None,
+        limit: int = 50,
+        before_turn: int | None = None,
+    ) -> list[tuple[int, Run]]:
+        """The thread's runs with their turns, latest turn first, below ``before_turn``."""
+        async with self._statement() as conn:
+            await self._existing_thread(conn, thread_id, tenant_id)
+            params = {
+                "thread_id": thread_id,
+                "status": status.value if status else None,
+                "before_turn": before_turn or _NO_TURN,
+                "limit": limit,
+            }
+            rows = (await conn.execute(LIST_THREAD_RUNS, params)).all()
+        return [(r.thread_turn, Run.from_row(r)) for r in rows]
+
+    async def enqueue_in_thread(
+        self, thread_id: uuid.UUID, new: NewRun, *, strategy: Strategy = Strategy.ENQUEUE
+    ) -> tuple[Run, bool, list[Run]]:
+        """A run in the thread, after ``strategy`` dealt with the runs in flight; ``(run,
+        created, runs cancelled now)`` (pending runs a strategy stopped at once; a leased one
+        is only asked to stop and ends through its worker).
+
+        The new run and the cancels commit together. ``reject`` raises :class:`ThreadBusy` and
+        creates nothing while a run of the thread is in flight. A repeat with the same
+        idempotency key returns the first run, whatever the thread is doing now.
+        """
+        async with self._tx() as conn:
+            row = await self._locked_thread(conn, thread_id, new.tenant_id)
+            if new.idempotency_key is not None:
+                existing = await self._run_by_idempotency_key(conn, new)
+                if existing is not None:
+                    return existing, False, []
+            inflight = [r.id for r in await conn.execute(INFLIGHT_THREAD_RUNS, {"thread_id": thread_id})]
+            cancelled: list[Run] = []
+            if inflight and strategy is Strategy.REJECT:
+                raise ThreadBusy(str(thread_id))
+            if inflight and strategy in CANCEL_REASONS:
+                cancelled = await self._stop_inflight(conn, thread_id, inflight, strategy)
+            run, created = await self._insert_run(conn, new, thread_id=thread_id, thread_turn=row.run_count + 1)
+        return run, created, [r for r in cancelled if r.status is Status.CANCELLED]
+
+    async def delete_thread(self, thread_id: uuid.UUID, *, tenant_id: str | None) -> None:
+        """Delete an idle thread with its messages and runs; :class:`ThreadBusy` while a run of
+        it is in flight."""
+        async with self._tx() as conn:
+            await self._locked_thread(conn, thread_id, tenant_id)
+            if (await conn.execute(INFLIGHT_THREAD_RUNS, {"thread_id": thread_id})).first() is not None:
+                raise ThreadBusy(str(thread_id))
+            await conn.execute(DELETE_THREAD, {"thread_id": thread_id})
+
+    async def _stop_inflight(
+        self, conn: AsyncConnection, thread_id: uuid.UUID, run_ids: list[uuid.UUID], strategy: Strategy
+    ) -> list[Run]:
+        reason = CANCEL_REASONS[strategy]
+        params = {
+            "run_ids": run_ids,
+            "tenant_id": None,  # the thread's runs: the thread's tenant was checked under its lock
+            "reason": reason,
+            **events_params([("run.cancel_requested", {"reason": reason})]),
+        }
+        rows = (await conn.execute(REQUEST_CANCEL, params)).all()
+        if strategy is Strategy.ROLLBACK:
+            await conn.execute(ROLL_BACK_MESSAGES, {"thread_id": thread_id, "run_ids": run_ids})
+        return [Run.from_row(r) for r in rows]
+
+    async def _locked_thread(self, conn: AsyncConnection, thread_id: uuid.UUID, tenant_id: str | None) -> Any:
+        row = (await conn.execute(LOCK_THREAD, {"thread_id": thread_id, "tenant_id": tenant_id})).first()
+        if row is None:
+            raise ThreadNotFound(str(thread_id))
+        return row
+
+    async def _existing_thread(self, conn: AsyncConnection, thread_id: uuid.UUID, tenant_id: str | None) -> None:
+        row = (await conn.execute(GET_THREAD, {"thread_id": thread_id, "tenant_id": tenant_id})).first()
+        if row is None:
+            raise ThreadNotFound(str(thread_id))

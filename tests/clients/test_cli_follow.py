@@ -1,0 +1,73 @@
+"""``runq runs follow`` against a real API and worker, through the fault proxy: the lines it
+prints are the run's stored log, each event once, however often the connection was cut."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from typing import Any
+
+import pytest
+from runq_client import Client
+
+from app import cli
+from tests.api_support import ROOT, ApiProcess
+from tests.clients.faultproxy import FaultProxy
+from tests.clients.test_stream_faults import budgets
+
+DEMO = {"prompt": "followed from a terminal, über Umwege ✓", "steps": 6, "step_s": 0.1}
+
+
+def follow(*args: str, url: str, key: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", "runs", "follow", *args],
+        cwd=ROOT,
+        env=os.environ | {"RUNQ_URL": url, "RUNQ_KEY": key},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def stored_lines(client: Client, run_id: str, after: int = 0) -> list[dict[str, Any]]:
+    page = client.runs.events(run_id, after=after, limit=1000)
+    return [{"seq": e.seq, "type": e.type, "data": e.data} for e in page.items]
+
+
+def test_follow_prints_the_stored_log_through_random_cuts(
+    api: ApiProcess, worker: subprocess.Popen[bytes], api_key: str
+) -> None:
+    with Client(api.base_url, api_key) as direct, FaultProxy(api.port, budgets(3, most=900)) as proxy:
+        runs = [direct.runs.create("demo", DEMO) for _ in range(3)]
+        outputs = [follow(run.id, "--json", url=proxy.base_url, key=api_key) for run in runs]
+        for run, done in zip(runs, outputs, strict=True):
+            assert done.returncode == 0, done.stderr
+            log = stored_lines(direct, run.id)
+            assert [json.loads(line) for line in done.stdout.splitlines()] == log
+            assert log[-1]["type"] == "run.completed" and [e["seq"] for e in log] == list(range(1, len(log) + 1))
+        print(f"{len(runs)} runs followed by the CLI through {proxy.cuts} cuts")
+        assert proxy.cuts >= 3
+        resumed = follow(runs[0].id, "--after", "4", url=api.base_url, key=api_key)
+        assert resumed.returncode == 0, resumed.stderr
+        seqs = [int(line.split()[0]) for line in resumed.stdout.splitlines()]
+        assert seqs == [e["seq"] for e in stored_lines(direct, runs[0].id, after=4)]
+        assert resumed.stdout.splitlines()[-1].split()[1] == "run.completed"
+
+
+def test_follow_exits_1_with_the_problem_code(api: ApiProcess, api_key: str) -> None:
+    unknown = follow(str(uuid.uuid4()), url=api.base_url, key=api_key)
+    assert (unknown.returncode, unknown.stdout) == (1, "")
+    assert unknown.stderr.startswith("runq: not_found: ")
+    refused = follow(str(uuid.uuid4()), url=api.base_url, key="rq_not-a-key")
+    assert refused.returncode == 1 and refused.stderr.startswith("runq: unauthorized: ")
+
+
+def test_follow_without_the_client_says_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "runq_client", None)  # what `import runq_client` finds then fails
+    assert cli.main(["runs", "follow", str(uuid.uuid4()), "--key", "rq_x"]) == 1
+    assert "pip install -e clients/python" in capsys.readouterr().err
