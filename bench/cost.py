@@ -31,8 +31,9 @@ BEAT_MARK = "renewed AS"  # a fragment only the heartbeat statement (RENEW_LEASE
 
 PENDING_ROWS = (
     "WITH ins AS (INSERT INTO agent_runs (tenant_id, agent, max_attempts, input_json, last_event_seq)"
-    " SELECT 'bench', 'demo', 3, '{\"steps\": 0}', 1 FROM generate_series(1, $1) RETURNING id)"
-    " INSERT INTO run_events (run_id, seq, type, data, attempt) SELECT id, 1, 'run.queued', '{}', 0 FROM ins"
+    " SELECT 'bench', 'demo', 3, '{\"steps\": 0}', 1 FROM generate_series(1, $1) RETURNING id, history_at)"
+    " INSERT INTO run_events (run_id, seq, type, data, attempt, history_at)"
+    " SELECT id, 1, 'run.queued', '{}', 0, history_at FROM ins"
 )
 # History as a real table holds it: random v4 ids, three events each. The ids are sorted
 # before the insert so that each chunk walks the indexes in key order; the indexes end up as
@@ -42,9 +43,9 @@ FINISHED_ROWS = (
     " input_json, output, last_event_seq, available_at, queue_rank, created_at, updated_at, finished_at)"
     " SELECT g.id, 'bench', 'demo', 'done', 1, 3, '{\"steps\": 0}', '{}', 3, t, t, t, t, t"
     " FROM (SELECT now() - interval '1 day' AS t) AS ts,"
-    " (SELECT gen_random_uuid() AS id FROM generate_series(1, $1) ORDER BY 1) AS g RETURNING id)"
-    " INSERT INTO run_events (run_id, seq, type, data, attempt)"
-    " SELECT id, s, (ARRAY['run.queued', 'run.started', 'run.completed'])[s], '{}', least(s - 1, 1)"
+    " (SELECT gen_random_uuid() AS id FROM generate_series(1, $1) ORDER BY 1) AS g RETURNING id, history_at)"
+    " INSERT INTO run_events (run_id, seq, type, data, attempt, history_at)"
+    " SELECT id, s, (ARRAY['run.queued', 'run.started', 'run.completed'])[s], '{}', least(s - 1, 1), history_at"
     " FROM ins, generate_series(1, 3) AS s ORDER BY id, s"
 )
 

@@ -31,8 +31,9 @@ THREAD_ROWS = (
     " SELECT 'bench', 'demo', 3, '{\"steps\": 0}', 1, numbered.id, t,"
     " now() - interval '1 day' + make_interval(secs => CASE WHEN numbered.n <= $3 THEN 0 ELSE 1 END"
     " + t * 0.001 + numbered.n * 0.000001)"
-    " FROM numbered, generate_series(1, $2) AS t RETURNING id)"
-    " INSERT INTO run_events (run_id, seq, type, data, attempt) SELECT id, 1, 'run.queued', '{}', 0 FROM ins"
+    " FROM numbered, generate_series(1, $2) AS t RETURNING id, history_at)"
+    " INSERT INTO run_events (run_id, seq, type, data, attempt, history_at)"
+    " SELECT id, 1, 'run.queued', '{}', 0, history_at FROM ins"
 )
 
 

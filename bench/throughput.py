@@ -20,6 +20,8 @@ import asyncpg
 from app.db.engine import asyncpg_dsn, create_engine
 from app.domain import Finish
 from app.queue import CLAIM_BATCH, FINISH_IF_LEASED, Ended, Queue
+from app.queue.codec import messages_params
+from app.queue.finish import wait_params
 from bench.drain import best, timed_drain
 from bench.procs import APP_NAME, PYTHON, connect
 from bench.server import BenchServer
@@ -118,6 +120,8 @@ class PreparedStatements:
             "event_run_ids": [],
             "types": [],
             "datas": [],
+            **wait_params([]),
+            **messages_params([]),
         }
         return len(await self._fetch("complete_many", params))
 

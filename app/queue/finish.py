@@ -47,7 +47,7 @@ class Endings(Store):
             "event_run_ids": [e.run_id for e in ordered for _ in e.events],
             "types": [t for e in ordered for t, _ in e.events],
             "datas": [dumps(d) for e in ordered for _, d in e.events],
-            **_wait_params(ordered),
+            **wait_params(ordered),
             **messages_params([(e.run_id, e.messages) for e in ordered]),
             "retry_base_s": self.retry_base_s,
             "retry_max_s": self.retry_max_s,
@@ -67,7 +67,7 @@ class Endings(Store):
         return finished[run_id]
 
 
-def _wait_params(ordered: Sequence[Ended]) -> dict[str, list[Any]]:
+def wait_params(ordered: Sequence[Ended]) -> dict[str, list[Any]]:
     """The waitpoints the ``waiting`` endings open (docs/waits.md), one row per such run."""
     waits = [(e.run_id, e.finish.wait) for e in ordered if e.finish.wait is not None]
     return {
