@@ -16,10 +16,11 @@ import uuid
 from collections.abc import Sequence
 
 from app import cli_follow, cli_hooks
-from app.console import describe_error, describe_usage, parse_duration, print_json, print_table
+from app.console import describe_error, describe_usage, parse_duration, parse_json, print_json, print_table
 from app.db.engine import engine_for
-from app.domain import Status, Usage
+from app.domain import Run, Status, Usage
 from app.queue import Queue, WorkerView
+from app.redact import redact_data
 from app.settings import Settings, get_settings
 
 
@@ -63,6 +64,10 @@ def _parser() -> argparse.ArgumentParser:
     runs_list.add_argument("--limit", type=int, default=50)
     for name, text in (("show", "one run"), ("cancel", "cancel a run"), ("requeue", "requeue a dead or cancelled run")):
         runs_sub.add_parser(name, help=text).add_argument("run_id", type=uuid.UUID)
+    resume = runs_sub.add_parser("resume", help="resume a waiting run with a value for its wait")
+    resume.add_argument("run_id", type=uuid.UUID)
+    resume.add_argument("--value", type=parse_json, required=True, metavar="JSON", help='e.g. \'{"approved": true}\'')
+    resume.add_argument("--waitpoint-id", type=uuid.UUID, help="only if this is still the open wait")
     sub.add_parser("workers", help="workers that are up (idle ones too) and their live leases")
     sub.add_parser("stats", help="queue depth, in-flight per tenant, oldest pending age")
     purge = sub.add_parser("purge", help="delete finished runs and their events older than an age")
@@ -101,6 +106,7 @@ async def _operate(url: str, args: argparse.Namespace) -> int:
                 "show": lambda: queue.get_run(args.run_id, tenant_id=None),
                 "cancel": lambda: queue.request_cancel(args.run_id, tenant_id=None, reason="operator"),
                 "requeue": lambda: queue.requeue(args.run_id),
+                "resume": lambda: _resume(queue, args),
             }[args.runs_command]
             run = await action()
             if args.json:
@@ -135,6 +141,13 @@ async def _operate(url: str, args: argparse.Namespace) -> int:
     finally:
         await engine.dispose()
     return 2
+
+
+async def _resume(queue: Queue, args: argparse.Namespace) -> Run:
+    resumed = await queue.resume(
+        args.run_id, tenant_id=None, value=redact_data(args.value), waitpoint_id=args.waitpoint_id
+    )
+    return resumed.run
 
 
 def _worker_row(worker: WorkerView) -> dict[str, object]:

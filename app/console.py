@@ -26,6 +26,14 @@ def parse_duration(value: str) -> float:
     return float(match[1]) * _UNIT_S[match[2]]
 
 
+def parse_json(value: str) -> Any:
+    """An argparse type: one JSON value (``--value '{"approved": true}'``)."""
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from exc
+
+
 def _plain(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
@@ -71,6 +79,7 @@ _QUEUE_ERRORS: dict[str, str] = {
     "RunNotFound": "no run with id {}",
     "RunFinished": "run {} has already finished",
     "NotRequeueable": "run {} is neither dead nor cancelled, so it cannot be requeued",
+    "NotWaiting": "run {} is not waiting (or that waitpoint is no longer its open one)",
     "ThreadNotFound": "no thread with id {}",
 }
 

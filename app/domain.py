@@ -9,7 +9,7 @@ import secrets
 import socket
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from enum import StrEnum
 from operator import itemgetter
@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 class Status(StrEnum):
     PENDING = "pending"
     LEASED = "leased"
+    WAITING = "waiting"  # for input (docs/waits.md): no lease, no slot, until resumed
     DONE = "done"
     DEAD = "dead"
     CANCELLED = "cancelled"
@@ -88,6 +89,8 @@ class Run:
     thread_id: uuid.UUID | None = None
     usage: Usage = NO_USAGE
     traceparent: str | None = None  # W3C trace context of the request that created the run
+    waitpoint: dict[str, Any] | None = None  # the open waitpoint while waiting
+    wait_count: int = 0  # claims that ended in a wait; they do not count toward max_attempts
 
     @property
     def is_terminal(self) -> bool:
@@ -113,7 +116,7 @@ def _json(value: Any) -> Any:
 # column of the same name.
 _RUN_NAMES = [{"input": "input_json", "budget": "budget_json"}.get(f.name, f.name) for f in fields(Run)]
 _RUN_COLUMNS = itemgetter(*_RUN_NAMES)
-_RUN_JSON = [_RUN_NAMES.index(name) for name in ("input_json", "budget_json", "output")]
+_RUN_JSON = [_RUN_NAMES.index(name) for name in ("input_json", "budget_json", "output", "waitpoint")]
 _RUN_STATUS = _RUN_NAMES.index("status")
 _RUN_USAGE = _RUN_NAMES.index("usage")
 
@@ -214,6 +217,20 @@ class Ending(StrEnum):
     DEAD = "dead"
     CANCELLED = "cancelled"
     RELEASED = "released"
+    WAITING = "waiting"
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """A wait the agent asked for (``ctx.wait_for``): the n-th wait named ``name`` in the run's
+    code, and the checkpoint stored with it, from which the resumed attempt starts."""
+
+    name: str
+    occurrence: int
+    payload: Any = None
+    timeout_s: float | None = None
+    waitpoint_id: uuid.UUID = field(default_factory=uuid.uuid4)
+    checkpoint: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +241,7 @@ class Finish:
     output: Any = None
     error_code: str | None = None
     error_message: str | None = None
+    wait: Wait | None = None
 
     @classmethod
     def done(cls, output: Any) -> Finish:
@@ -244,6 +262,10 @@ class Finish:
     @classmethod
     def released(cls) -> Finish:
         return cls(Ending.RELEASED, error_code="worker_shutdown")
+
+    @classmethod
+    def waiting(cls, wait: Wait) -> Finish:
+        return cls(Ending.WAITING, wait=wait)
 
 
 class Finished(NamedTuple):
@@ -344,6 +366,10 @@ class RunFinished(QueueError):
 
 class LeaseLost(QueueError):
     """The claim's lease is gone: the worker must stop the run and write nothing more."""
+
+
+class NotWaiting(QueueError):
+    """The run is not waiting, or the waitpoint named is not its open one."""
 
 
 class IdempotencyConflict(QueueError):

@@ -37,6 +37,7 @@ from app.domain import (
     IdempotencyConflict,
     NotRedeliverable,
     NotRequeueable,
+    NotWaiting,
     RunFinished,
     RunNotFound,
     ScheduleNotFound,
@@ -56,6 +57,7 @@ PRESENCE_REFRESH_MAX_S = 5.0
 DOMAIN_PROBLEMS: dict[type[Exception], tuple[int, str, str]] = {
     RunNotFound: (404, "not_found", "no such run"),
     RunFinished: (409, "run_finished", "the run has already finished"),
+    NotWaiting: (409, "not_waiting", "the run is not waiting, or the waitpoint named is not its open one"),
     IdempotencyConflict: (
         409,
         "idempotency_conflict",

@@ -36,6 +36,14 @@ LEASES_LOST = Counter(
 REAPER_RESCUES = Counter(
     "runq_reaper_rescued_total", "Expired leases handled by the reaper", ["outcome"]
 )
+RUNS_WAITED = Counter("runq_waits_total", "Attempts that ended in a wait for input (docs/waits.md)")
+WAIT_SECONDS = Histogram(
+    "runq_wait_seconds", "How long a run waited until it was resumed or timed out",
+    buckets=(0.1, 1, 5, 30, 60, 300, 900, 3600, 4 * 3600, 86400),
+)
+RESUMES = Counter(
+    "runq_resumes_total", "Resumes of waiting runs by outcome (value, timed_out, not_waiting)", ["outcome"]
+)
 EVENTS_APPENDED = Counter("runq_events_appended_total", "Events stored by workers")
 CLAIM_LATENCY = Histogram(
     "runq_claim_seconds", "Duration of one claim statement",
@@ -108,9 +116,11 @@ class _Ended(Protocol):
 
 def count_ending(run: _Ended) -> None:
     """Count a run that a statement of this process just ended: a retry, or a terminal status
-    (cancels also by reason). Whoever writes the status counts it: worker, reaper or API."""
+    (cancels also by reason), or a wait. Whoever writes the status counts it: worker, reaper or API."""
     if run.status is Status.PENDING:
         RUNS_RETRIED.inc()
+    elif run.status is Status.WAITING:
+        RUNS_WAITED.inc()
     elif run.status in TERMINAL:
         RUNS_FINISHED.labels(status=run.status.value).inc()
         if run.status is Status.CANCELLED:
@@ -165,10 +175,11 @@ class QueueGauges(Collector):
         ]
         if depth is not None:
             by_status = GaugeMetricFamily(
-                "runq_queue_depth", "Runs waiting or running, by status (pending, leased)", labels=["status"]
+                "runq_queue_depth", "Runs not finished, by status (pending, leased, waiting)", labels=["status"]
             )
             by_status.add_metric([Status.PENDING.value], depth.pending)
             by_status.add_metric([Status.LEASED.value], depth.leased)
+            by_status.add_metric([Status.WAITING.value], depth.waiting)
             families += [
                 by_status,
                 GaugeMetricFamily(

@@ -22,7 +22,7 @@ from app.db.engine import asyncpg_dsn, create_engine
 from app.db.migrate import upgrade
 from app.queue import Queue
 
-TABLES = "tenant_usage_hourly, queue_samples, workers, thread_messages, threads, webhook_deliveries, webhook_secrets, schedules, run_events, run_checkpoints, run_effects, run_subscribers, agent_runs, api_keys, tenant_limits"
+TABLES = "tenant_usage_hourly, queue_samples, workers, thread_messages, threads, webhook_deliveries, webhook_secrets, schedules, run_events, run_checkpoints, run_effects, waitpoints, run_subscribers, agent_runs, api_keys, tenant_limits"
 
 
 def _admin(url: str, sql: str) -> None:

@@ -113,6 +113,9 @@ class Expectation:
     input: Mapping[str, Any]
     cancel_sent: bool = False
     cancel_acked: bool = False
+    # a demo run that waits (docs/waits.md): the value the test resumed it with, if it did;
+    # a wait the test never answers must have timed out
+    resumed_with: Any = None
 
 
 def check_runs(
@@ -151,7 +154,7 @@ def check_runs(
 def _check_outcome(findings: Findings, run: Run, log: Sequence[Event], expectation: Expectation | None) -> None:
     if run.status is Status.DEAD:
         fatal = run.error_code in FATAL_CODES
-        if run.attempts < run.max_attempts and not fatal:
+        if run.attempts - run.wait_count < run.max_attempts and not fatal:  # waits are no failures
             findings.add(
                 "dead_with_attempts_left",
                 run.id,
@@ -166,6 +169,9 @@ def _check_outcome(findings: Findings, run: Run, log: Sequence[Event], expectati
         _check_cancel(findings, run, log)
     if run.status is Status.DONE:
         want = {"text": str(expectation.input.get("prompt") or ""), "steps": int(expectation.input.get("steps", 3))}
+        if expectation.input.get("wait"):
+            answered = expectation.resumed_with is not None
+            want |= {"resumed_with": expectation.resumed_with} if answered else {"timed_out": True}
         if run.output != want:
             findings.add("wrong_output", run.id, f"output {run.output!r}, expected {want!r}")
 

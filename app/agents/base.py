@@ -46,6 +46,25 @@ class DeadlineExceeded(FatalError):
     code = "deadline_exceeded"
 
 
+MAX_WAIT_S = 366 * 86400.0  # the longest timeout_s a wait may ask for
+
+
+class WaitTimedOut(FatalError):
+    """``ctx.wait_for`` was not resumed before its ``timeout_s``; uncaught, the run is dead."""
+
+    code = "wait_timed_out"
+
+
+class WaitRequested(BaseException):
+    """Raised by ``ctx.wait_for`` when the wait has no recorded value yet: the attempt ends
+    waiting. A ``BaseException``, so an agent's ``except Exception`` cannot swallow it."""
+
+    def __init__(self, name: str, occurrence: int, payload: Any, timeout_s: float | None) -> None:
+        super().__init__(name)
+        self.name = name
+        self.occurrence = occurrence
+        self.payload = payload
+        self.timeout_s = timeout_s
 MESSAGE_ROLES = frozenset({"system", "user", "assistant", "tool"})
 
 
@@ -86,6 +105,11 @@ class RunContext(Protocol):
         (done or cancelled): never twice after a retry, never from an attempt that failed first."""
 
     async def effect(self, key: str, fn: Callable[[], Awaitable[T]]) -> T: ...
+
+    async def wait_for(self, name: str, *, payload: Any = None, timeout_s: float | None = None) -> Any:
+        """Wait for input under ``name`` without holding the worker: the value given by
+        ``POST /runs/{id}/resume``; :class:`WaitTimedOut` after ``timeout_s``. Checkpoint first:
+        the resumed attempt starts from the last checkpoint and calls this again."""
 
     def count_turn(self) -> None:
         """Count one model turn against ``max_turns`` (raises :class:`BudgetExceeded`)."""

@@ -13,7 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from app.agents.base import FatalError, RetryableError, RunContext
+from app.agents.base import MAX_WAIT_S, FatalError, RetryableError, RunContext, WaitTimedOut
+
+DEFAULT_WAIT_TIMEOUT_S = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +27,8 @@ class DemoInput:
     fatal: bool = False
     shell: str | None = None
     effect: str | None = None
+    wait: str | None = None
+    wait_timeout_s: float = DEFAULT_WAIT_TIMEOUT_S
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> DemoInput:
@@ -37,13 +41,23 @@ class DemoInput:
                 fatal=bool(raw.get("fatal", False)),
                 shell=str(raw["shell"]) if raw.get("shell") else None,
                 effect=str(raw["effect"]) if raw.get("effect") else None,
+                wait=str(raw["wait"]) if raw.get("wait") else None,
+                wait_timeout_s=_seconds(raw.get("wait_timeout_s", DEFAULT_WAIT_TIMEOUT_S)),
             )
         except (TypeError, ValueError) as exc:
             raise FatalError(f"invalid demo input: {exc}", code="invalid_input") from exc
 
 
+def _seconds(value: Any) -> float:
+    seconds = float(value)
+    if not 0 <= seconds <= MAX_WAIT_S:
+        raise ValueError(f"wait_timeout_s must be between 0 and {MAX_WAIT_S:g}")
+    return seconds
+
+
 class DemoAgent:
-    """Echo the prompt, sleep through ``steps`` tool calls, then the optional shell and effect.
+    """Echo the prompt, sleep through ``steps`` tool calls, wait once if asked, then the optional
+    shell and effect.
 
     Every checkpoint is taken after the prompt was streamed, so a resumed attempt (any
     ``resume_state``) skips it and continues after the last checkpointed step. In a thread it
@@ -84,6 +98,17 @@ class DemoAgent:
                 },
             )
             await ctx.checkpoint({"step": step})
+
+        waited: dict[str, Any] = {}
+        if args.wait:
+            if ctx.resume_state is None and args.steps == 0:
+                await ctx.checkpoint({"step": 0})  # the resumed attempt must not stream the prompt again
+            try:
+                waited["resumed_with"] = await ctx.wait_for(
+                    args.wait, payload={"prompt": args.prompt}, timeout_s=args.wait_timeout_s
+                )
+            except WaitTimedOut:
+                waited["timed_out"] = True
 
         if args.shell:
             ctx.count_tool_call()
@@ -133,7 +158,7 @@ class DemoAgent:
             raise RetryableError(f"demo failure on attempt {ctx.attempt} of {args.fail_attempts}")
         if args.fatal:
             raise FatalError("demo fatal error")
-        output: dict[str, Any] = {"text": args.prompt, "steps": args.steps}
+        output: dict[str, Any] = {"text": args.prompt, "steps": args.steps, **waited}
         if ctx.thread is not None:
             await ctx.add_messages([{"role": "assistant", "content": args.prompt}])
             output["thread_messages"] = len(ctx.thread.messages)

@@ -6,6 +6,11 @@ stream has finished. The conversation, in the provider's own message format, is 
 (``{"messages": [...]}``), saved after a model turn that asked for tools and after every tool
 result, so a retried attempt never repeats a finished turn or a finished call.
 
+``approve_tools`` (docs/waits.md) gates calls of those tools on a person: before each, the run
+waits (``ctx.wait_for("approval", ...)``) without holding the worker. The resumed attempt starts
+from the checkpoint of the turn, finds the recorded decision, and runs an approved call through
+the effect ledger, so neither the approval nor the tool is repeated by a later crash.
+
 The HTTP client is shared: one pooled ``httpx.AsyncClient`` per worker process, event loop and
 base URL, created lazily by :func:`model_connections`, so runs reuse connections to the provider. It
 has no connection cap of its own (httpx's default of 100 silently queued a worker's 101st
@@ -30,7 +35,7 @@ from typing import Any
 import httpx
 
 from app import tracing
-from app.agents.base import FatalError, RetryableError, RunContext
+from app.agents.base import MAX_WAIT_S, FatalError, RetryableError, RunContext, WaitTimedOut
 from app.agents.model_client import TransientModelError, model_connections
 from app.agents.tools import DEFAULT_TOOLS, Tool, ToolRegistry, ToolResult, invoke
 from app.redact import redact, redact_data
@@ -107,6 +112,7 @@ class OpenAIAgent:
             raise FatalError("RUNQ_OPENAI_API_KEY is not set", code="model_not_configured")
         base = _request_base(ctx.input, self.settings)
         tools = self.tools.select(_names(ctx.input.get("tools", [])))
+        gated = _approve_tools(ctx.input.get("approve_tools"), ctx.input.get("approval_timeout_s"))
         if tools:
             base["tools"] = [tool.spec() for tool in tools.values()]
         messages = _resume(ctx.resume_state)
@@ -114,7 +120,7 @@ class OpenAIAgent:
             messages, fresh = _opening(ctx.input, ctx.thread.messages if ctx.thread else ())
             await _remember(ctx, fresh)
         while True:
-            await self._finish_tool_calls(ctx, tools, messages)
+            await self._finish_tool_calls(ctx, tools, messages, gated)
             ctx.raise_if_cancelled()
             ctx.count_turn()
             turn_number = _assistant_turns(messages) + 1
@@ -128,7 +134,11 @@ class OpenAIAgent:
             await ctx.checkpoint({"messages": list(messages)})
 
     async def _finish_tool_calls(
-        self, ctx: RunContext, tools: Mapping[str, Tool], messages: list[dict[str, Any]]
+        self,
+        ctx: RunContext,
+        tools: Mapping[str, Tool],
+        messages: list[dict[str, Any]],
+        gated: frozenset[str] | None,
     ) -> None:
         """Run the last assistant turn's calls that have no result yet (all of them, or those
         left when the previous attempt stopped), checkpointing after each result."""
@@ -142,10 +152,15 @@ class OpenAIAgent:
         for call in messages[last].get("tool_calls") or ():
             if call["id"] in done:
                 continue
-            ctx.count_tool_call()
-            result = await self._call(
-                ctx, tools, call, effect_key=f"openai:{turn_number}:{call['id']}"
-            )
+            key = f"openai:{turn_number}:{call['id']}"
+            needs_approval = gated is not None and (not gated or call["function"]["name"] in gated)
+            denied = await _approval(ctx, call) if needs_approval else None
+            ctx.count_tool_call()  # after the wait: the resumed attempt comes back through it
+            if denied is not None:
+                await ctx.emit("tool.call", _call_event(call))
+                result = ToolResult(denied, is_error=True)
+            else:
+                result = await self._call(ctx, tools, call, effect_key=key, ledger=needs_approval)
             # Redacted here, not only on the way into the event log: the output also goes to
             # the provider and into the stored conversation.
             result = ToolResult(redact_data(result.output), result.is_error)
@@ -166,6 +181,7 @@ class OpenAIAgent:
         call: Mapping[str, Any],
         *,
         effect_key: str,
+        ledger: bool = False,
     ) -> ToolResult:
         name, raw = call["function"]["name"], call["function"]["arguments"]
         try:
@@ -184,7 +200,7 @@ class OpenAIAgent:
             return ToolResult(f"no tool named {name!r} (offered: {offered})", is_error=True)
         if not isinstance(args, dict):
             return ToolResult("arguments must be a JSON object", is_error=True)
-        return await invoke(tool, ctx, args, effect_key=effect_key)
+        return await invoke(tool, ctx, args, effect_key=effect_key, ledger=ledger)
 
     async def _model_turn(self, ctx: RunContext, body: dict[str, Any]) -> _Turn:
         """One model turn, retrying transient failures a bounded number of times."""
@@ -329,9 +345,48 @@ def _request_base(input: Mapping[str, Any], settings: Settings) -> dict[str, Any
     return body
 
 
-def _names(value: Any) -> list[str]:
+def _approve_tools(value: Any, timeout_s: Any) -> frozenset[str] | None:
+    """``approve_tools``: ``None`` (no approvals), or the gated names; empty means every tool ("*")."""
+    if timeout_s is not None and (
+        isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or not 0 < timeout_s <= MAX_WAIT_S
+    ):
+        raise FatalError("`approval_timeout_s` must be a positive number of seconds", code="invalid_input")
+    if value is None:
+        return None
+    if value == "*":
+        return frozenset()
+    return frozenset(_names(value, field="approve_tools")) or None
+
+
+def _call_event(call: Mapping[str, Any]) -> dict[str, Any]:
+    """``tool.call`` data, and the approval's payload: arguments parsed when they are JSON."""
+    raw = call["function"]["arguments"]
+    try:
+        arguments: Any = json.loads(raw or "{}")
+    except json.JSONDecodeError:
+        arguments = raw
+    return {"tool_call_id": call["id"], "name": call["function"]["name"], "arguments": arguments}
+
+
+async def _approval(ctx: RunContext, call: Mapping[str, Any]) -> str | None:
+    """Wait for a person's decision on this call; ``None`` if approved, else the denial the
+    model is shown. The run's checkpoint was taken after the turn (or the previous result), so
+    the resumed attempt comes back here and finds the decision recorded."""
+    try:
+        decision = await ctx.wait_for(
+            "approval", payload=_call_event(call), timeout_s=ctx.input.get("approval_timeout_s")
+        )
+    except WaitTimedOut:
+        return "denied: no decision before the approval timed out"
+    if isinstance(decision, dict) and decision.get("approved") is True:
+        return None
+    note = decision.get("note") if isinstance(decision, dict) else None
+    return f"denied: {note}" if isinstance(note, str) and note else "denied"
+
+
+def _names(value: Any, *, field: str = "tools") -> list[str]:
     if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
-        raise FatalError("`tools` must be a list of tool names", code="invalid_input")
+        raise FatalError(f"`{field}` must be a list of tool names", code="invalid_input")
     return value
 
 

@@ -108,10 +108,11 @@ class ToolRegistry:
 
 
 async def invoke(
-    tool: Tool, ctx: RunContext, args: dict[str, Any], *, effect_key: str
+    tool: Tool, ctx: RunContext, args: dict[str, Any], *, effect_key: str, ledger: bool = False
 ) -> ToolResult:
-    """Run one call. Failures become error results; a side-effecting tool runs at most once per
-    ``effect_key`` (its error results are recorded too, so a retry shows the model the same)."""
+    """Run one call. Failures become error results; a side-effecting tool (or any with
+    ``ledger``: an approved call, docs/waits.md) runs at most once per ``effect_key`` (its error
+    results are recorded too, so a retry shows the model the same)."""
 
     async def call() -> dict[str, Any]:
         try:
@@ -127,7 +128,7 @@ async def invoke(
         return {"output": result, "is_error": False}
 
     with tracing.span("runq.tool_call", attributes={"runq.tool.name": tool.name}) as span:
-        record = await ctx.effect(effect_key, call) if tool.side_effect else await call()
+        record = await ctx.effect(effect_key, call) if tool.side_effect or ledger else await call()
         output, is_error = record["output"], bool(record["is_error"])
         span.set_attribute("runq.tool.is_error", is_error)
         if isinstance(output, dict) and isinstance(output.get("exit_code"), int):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query, status
+from fastapi import APIRouter, Body, Depends, Path, Query, status
 
 from app.api.admin_schemas import (
     AdminRunOut,
@@ -22,7 +22,7 @@ from app.api.auth import require_admin
 from app.api.deps import Runtime, RuntimeDep
 from app.api.params import RunIdPath, decode_cursor, encode_cursor
 from app.api.problems import problems
-from app.api.schemas import StreamToken
+from app.api.schemas import StreamToken, StreamTokenRequest
 from app.api.tokens import stream_token
 from app.domain import Status
 from app.metrics import RUNS_REQUEUED, count_ending
@@ -87,12 +87,15 @@ async def cancel_run(run_id: RunIdPath, runtime: RuntimeDep) -> AdminRunOut:
     return AdminRunOut.of(run)
 
 
-@router.post("/runs/{run_id}/stream-token", response_model=StreamToken, responses=problems(404, 422))
-async def create_stream_token(run_id: RunIdPath, runtime: RuntimeDep) -> StreamToken:
+@router.post("/runs/{run_id}/stream-token", response_model=StreamToken, responses=problems(400, 404, 413, 422))
+async def create_stream_token(
+    run_id: RunIdPath, runtime: RuntimeDep, body: Annotated[StreamTokenRequest | None, Body()] = None
+) -> StreamToken:
     """A stream token for any tenant's run, so an operator's browser can follow it at
-    `GET /runs/{id}/events?token=…`; the token is bound to that run and its tenant."""
+    `GET /runs/{id}/events?token=…` (and, with the `resume` scope, answer its wait); the token
+    is bound to that run and its tenant."""
     run = await runtime.queue.get_run(run_id, tenant_id=None)
-    return stream_token(run, runtime.settings)
+    return stream_token(run, runtime.settings, (body or StreamTokenRequest()).scopes)
 
 
 @router.get("/workers", response_model=WorkerList)

@@ -11,7 +11,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from app.api.deps import RuntimeDep
 from app.api.keys import Principal, find_key
 from app.api.problems import ApiProblem
-from app.api.tokens import InvalidToken, verify_token
+from app.api.tokens import InvalidToken, MissingScope, verify_token
 
 _bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer rq_…`")
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
@@ -45,6 +45,24 @@ async def require_admin(principal: Tenant) -> Principal:
 Admin = Annotated[Principal, Depends(require_admin)]
 
 
+async def _key_or_token(
+    runtime: RuntimeDep, credentials: Credentials, run_id: str, token: str | None, *, scope: str
+) -> Principal:
+    """A bearer key, or a stream token valid for this very run and ``scope`` (checked before the
+    id's shape, so a caller without credentials learns nothing but 401)."""
+    if credentials is not None or token is None:
+        return await authenticate(runtime, credentials)
+    try:
+        tenant_id = verify_token(runtime.settings.secret_key or "", token, run_id=_canonical(run_id), scope=scope)
+    except InvalidToken as exc:
+        raise _unauthorized(f"invalid stream token: {exc}", error="invalid_token") from exc
+    except MissingScope as exc:
+        raise ApiProblem(
+            403, "insufficient_scope", str(exc), headers={"WWW-Authenticate": 'Bearer error="insufficient_scope"'}
+        ) from exc
+    return Principal(tenant_id=tenant_id)
+
+
 async def authenticate_stream(
     runtime: RuntimeDep,
     credentials: Credentials,
@@ -54,15 +72,21 @@ async def authenticate_stream(
         Query(description="A stream token from `POST /runs/{id}/stream-token`, for `EventSource`"),
     ] = None,
 ) -> Principal:
-    """A bearer key, or a stream token valid for this very run (checked before the id's shape,
-    so a caller without credentials learns nothing but 401)."""
-    if credentials is not None or token is None:
-        return await authenticate(runtime, credentials)
-    try:
-        tenant_id = verify_token(runtime.settings.secret_key or "", token, run_id=_canonical(run_id))
-    except InvalidToken as exc:
-        raise _unauthorized(f"invalid stream token: {exc}", error="invalid_token") from exc
-    return Principal(tenant_id=tenant_id)
+    """The events: a bearer key, or a stream token with the ``read`` scope for this run."""
+    return await _key_or_token(runtime, credentials, run_id, token, scope="read")
+
+
+async def authenticate_resume(
+    runtime: RuntimeDep,
+    credentials: Credentials,
+    run_id: Annotated[str, Path()],
+    token: Annotated[
+        str | None,
+        Query(description="A stream token with the `resume` scope, from `POST /runs/{id}/stream-token`"),
+    ] = None,
+) -> Principal:
+    """Resume (docs/waits.md): a bearer key, or a stream token with the ``resume`` scope for this run."""
+    return await _key_or_token(runtime, credentials, run_id, token, scope="resume")
 
 
 def _canonical(run_id: str) -> str:
@@ -73,3 +97,4 @@ def _canonical(run_id: str) -> str:
 
 
 StreamReader = Annotated[Principal, Depends(authenticate_stream)]
+Resumer = Annotated[Principal, Depends(authenticate_resume)]

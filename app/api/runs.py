@@ -1,4 +1,4 @@
-"""The tenant's routes: create, read, list and cancel runs; read and follow their events."""
+"""The tenant's routes: create, read, list, cancel and resume runs; read and follow their events."""
 
 from __future__ import annotations
 
@@ -7,19 +7,29 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body, Header, Query, Request, Response, status
 from sse_starlette import EventSourceResponse
 
-from app.api.auth import StreamReader, Tenant
+from app.api.auth import Resumer, StreamReader, Tenant
 from app.api.deps import Runtime, RuntimeDep
 from app.api.keys import Principal
 from app.api.params import RunIdPath, decode_cursor, encode_cursor
 from app.api.problems import ApiProblem, problems
-from app.api.schemas import CancelRun, CreateRun, EventOut, EventPage, RunOut, RunPage, StreamToken
+from app.api.schemas import (
+    CancelRun,
+    CreateRun,
+    EventOut,
+    EventPage,
+    ResumeRun,
+    RunOut,
+    RunPage,
+    StreamToken,
+    StreamTokenRequest,
+)
 from app.api.stream import event_stream
 from app.api.tokens import stream_token
 from app.api.webhooks import UrlGuardDep, checked_webhook
-from app.domain import Status
-from app.metrics import RUNS_CREATED, count_ending
+from app.domain import NotWaiting, Status
+from app.metrics import RESUMES, RUNS_CREATED, WAIT_SECONDS, count_ending
 from app.queue import NewRun, request_hash
-from app.redact import redact
+from app.redact import redact, redact_data
 from app.ssrf import UrlGuard
 from app.tracing import run_traceparent
 
@@ -155,6 +165,30 @@ async def cancel_run(
     return RunOut.of(run)
 
 
+@router.post(
+    "/runs/{run_id}/resume",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=RunOut,
+    responses=problems(400, 401, 403, 404, 409, 413, 422, 503),
+)
+async def resume_run(principal: Resumer, run_id: RunIdPath, runtime: RuntimeDep, body: ResumeRun) -> RunOut:
+    """Resume a waiting run with a value for its open wait; it is pending at once (docs/waits.md).
+    Also with `?token=` from a stream token that has the `resume` scope."""
+    try:
+        resumed = await runtime.queue.resume(
+            run_id,
+            tenant_id=principal.tenant_id,
+            value=redact_data(body.value),  # event data is stored redacted
+            waitpoint_id=body.waitpoint_id,
+        )
+    except NotWaiting:
+        RESUMES.labels(outcome="not_waiting").inc()
+        raise
+    RESUMES.labels(outcome="value").inc()
+    WAIT_SECONDS.observe(resumed.waited_s)
+    return RunOut.of(resumed.run)
+
+
 def _wants_json(request: Request) -> bool:
     accept = request.headers.get("accept", "")
     return "application/json" in accept and SSE_MEDIA_TYPE not in accept
@@ -217,9 +251,15 @@ async def run_events(
 
 
 @router.post(
-    "/runs/{run_id}/stream-token", response_model=StreamToken, responses=problems(401, 404, 422, 503)
+    "/runs/{run_id}/stream-token", response_model=StreamToken, responses=problems(400, 401, 404, 413, 422, 503)
 )
-async def create_stream_token(principal: Tenant, run_id: RunIdPath, runtime: RuntimeDep) -> StreamToken:
-    """A short-lived token for `GET /runs/{id}/events?token=…` (a browser EventSource sends no headers)."""
+async def create_stream_token(
+    principal: Tenant,
+    run_id: RunIdPath,
+    runtime: RuntimeDep,
+    body: Annotated[StreamTokenRequest | None, Body()] = None,
+) -> StreamToken:
+    """A short-lived token for `GET /runs/{id}/events?token=…` (a browser EventSource sends no
+    headers); with the `resume` scope also for `POST /runs/{id}/resume?token=…`."""
     run = await runtime.queue.get_run(run_id, tenant_id=principal.tenant_id)
-    return stream_token(run, runtime.settings)
+    return stream_token(run, runtime.settings, (body or StreamTokenRequest()).scopes)

@@ -132,6 +132,13 @@ class UsageOut(BaseModel):
     @classmethod
     def of(cls, usage: Usage) -> UsageOut:
         return cls(**usage.as_dict())
+class Waitpoint(BaseModel):
+    """What a waiting run waits for."""
+
+    waitpoint_id: uuid.UUID
+    name: str
+    payload: Any
+    expires_at: datetime | None
 
 
 class RunOut(BaseModel):
@@ -161,6 +168,7 @@ class RunOut(BaseModel):
     schedule_id: uuid.UUID | None = Field(default=None, description="the schedule that created the run")
     thread_id: uuid.UUID | None = Field(default=None, description="the thread the run belongs to, if any")
     usage: UsageOut = Field(default_factory=UsageOut)
+    waitpoint: Waitpoint | None = Field(default=None, description="the open wait while `waiting` (docs/waits.md)")
 
     @classmethod
     def of(cls, run: Run) -> Self:
@@ -195,9 +203,40 @@ class EventPage(BaseModel):
     )
 
 
+TokenScope = Literal["read", "resume"]
+
+
+def _read_only() -> list[TokenScope]:
+    return ["read"]
+
+
+class StreamTokenRequest(BaseModel):
+    """``POST /runs/{id}/stream-token``: what the token may do (``resume``: docs/waits.md)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    scopes: Annotated[list[TokenScope], Field(min_length=1, max_length=2)] = Field(default_factory=_read_only)
+
+
 class StreamToken(BaseModel):
     token: str
     expires_at: datetime
+    scopes: list[TokenScope] = Field(default_factory=_read_only)
+
+
+class ResumeRun(BaseModel):
+    """``POST /runs/{id}/resume``: the value the run's open wait returns (docs/waits.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    waitpoint_id: uuid.UUID | None = Field(default=None, description="must name the open waitpoint, if given")
+    value: Any = Field(description="any JSON value; `ctx.wait_for` returns it", examples=[{"approved": True}])
+
+    @field_validator("value")
+    @classmethod
+    def _storable(cls, value: Any) -> Any:
+        _check_json(value)
+        return value
 
 
 class Health(BaseModel):

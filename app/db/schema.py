@@ -32,7 +32,7 @@ metadata = MetaData(
 )
 
 NOW = text("now()")
-STATUSES = "'pending', 'leased', 'done', 'dead', 'cancelled'"
+STATUSES = "'pending', 'leased', 'waiting', 'done', 'dead', 'cancelled'"
 # Non-terminal, as threads count it (a run in flight holds its thread's turn).
 NON_TERMINAL = "status NOT IN ('done', 'dead', 'cancelled')"
 
@@ -117,6 +117,10 @@ agent_runs = Table(
     # {input_tokens, output_tokens, model_calls, tool_calls} over all attempts (docs/usage.md)
     Column("usage", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
     Column("traceparent", Text),  # W3C trace context of the request that created the run
+    # the open waitpoint as run JSON shows it, null unless waiting (docs/waits.md)
+    Column("waitpoint", JSONB),
+    # claims that ended in a wait: attempts - wait_count is what max_attempts counts
+    Column("wait_count", Integer, nullable=False, server_default="0"),
     CheckConstraint(f"status IN ({STATUSES})", name="status"),
     CheckConstraint("on_disconnect IN ('continue', 'cancel')", name="on_disconnect"),
     # Heartbeats rewrite locked_until every few seconds: room on the page keeps them HOT.
@@ -152,7 +156,7 @@ Index(
 Index(
     "ix_agent_runs_interactive",
     agent_runs.c.created_at,
-    postgresql_where=text("on_disconnect = 'cancel' AND status IN ('pending', 'leased')"),
+    postgresql_where=text("on_disconnect = 'cancel' AND status IN ('pending', 'leased', 'waiting')"),
 )
 # A thread's runs by turn (its run list, its last run, the cascade of a thread's deletion).
 Index(
@@ -168,6 +172,8 @@ Index(
     agent_runs.c.thread_turn,
     postgresql_where=text(f"thread_id IS NOT NULL AND {NON_TERMINAL}"),
 )
+# Waiting runs counted for the metrics without reading history (claim and reaper never see them).
+Index("ix_agent_runs_waiting", agent_runs.c.updated_at, postgresql_where=text("status = 'waiting'"))
 Index(
     "uq_agent_runs_idempotency",
     agent_runs.c.tenant_id,
@@ -207,6 +213,32 @@ run_effects = Table(
     Column("attempt", Integer, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
     PrimaryKeyConstraint("run_id", "key"),
+)
+
+# A run's waits, per name and occurrence (the n-th wait of that name in the run's code), as the
+# effect ledger records effects: a resumed attempt's same ctx.wait_for finds its value here.
+waitpoints = Table(
+    "waitpoints",
+    metadata,
+    Column("waitpoint_id", UUID(as_uuid=True), primary_key=True),
+    Column("run_id", UUID(as_uuid=True), ForeignKey("agent_runs.id", ondelete="CASCADE"), nullable=False),
+    Column("name", Text, nullable=False),
+    Column("occurrence", Integer, nullable=False),
+    Column("payload", JSONB),
+    Column("expires_at", DateTime(timezone=True)),
+    Column("attempt", Integer, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    Column("resumed_at", DateTime(timezone=True)),  # by a value or by its time-out
+    Column("value", JSONB),
+    Column("timed_out", Boolean, nullable=False, server_default=text("false")),
+    Column("cancelled_at", DateTime(timezone=True)),  # the run was cancelled while waiting
+    UniqueConstraint("run_id", "name", "occurrence"),
+)
+# The reaper's time-outs read only open waits.
+Index(
+    "ix_waitpoints_expires_at",
+    waitpoints.c.expires_at,
+    postgresql_where=text("resumed_at IS NULL AND cancelled_at IS NULL AND expires_at IS NOT NULL"),
 )
 
 run_subscribers = Table(

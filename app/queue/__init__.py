@@ -12,7 +12,8 @@ Modules by concern: :mod:`~app.queue.runs` (create, read, stop), :mod:`~app.queu
 :mod:`~app.queue.finish` (how an attempt ends, batched), :mod:`~app.queue.maintenance` (reaper,
 retention), :mod:`~app.queue.ops` (admin and metrics), :mod:`~app.queue.webhooks` (the webhook
 outbox and signing secrets), :mod:`~app.queue.schedules` (schedules and their slots), :mod:`~app.queue.workers` (the
-worker registry), :mod:`~app.queue.threads` (conversations and their multitask strategies).
+worker registry), :mod:`~app.queue.threads` (conversations and their multitask strategies),
+:mod:`~app.queue.waits` (resuming waiting runs).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from app.queue.ops import QUEUE_DEPTH, Ops, QueueDepth, QueueSample, QueueStats
 from app.queue.runs import NewRun, Runs
 from app.queue.schedules import Schedules
 from app.queue.threads import Threads
+from app.queue.waits import Recorded, Resumed, Waits
 from app.queue.webhooks import DeliveryJob, Webhooks
 from app.queue.workers import Workers, WorkerView
 
@@ -60,13 +62,15 @@ __all__ = [
     "QueueDepth",
     "QueueSample",
     "QueueStats",
+    "Recorded",
+    "Resumed",
     "WorkerView",
     "database_down",
     "request_hash",
 ]
 
 
-class Queue(Threads, Runs, Claims, Events, Endings, Maintenance, Ops, Webhooks, Schedules, Workers):
+class Queue(Threads, Runs, Claims, Events, Endings, Maintenance, Waits, Ops, Webhooks, Schedules, Workers):
     """The queue's operations; each method is one short transaction on its own connection."""
 
     @classmethod

@@ -1,11 +1,12 @@
 """How an attempt ends: one batched, fenced statement for every ending (done, retry, dead,
-cancelled, released), as River's ``JobSetStateIfRunningMany``."""
+cancelled, released, waiting), as River's ``JobSetStateIfRunningMany``."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from app.domain import Ending, Finish, Finished, LeaseLost, Usage
 from app.queue.codec import (
@@ -54,6 +55,7 @@ class Endings(Store):
             "event_run_ids": [e.run_id for e in ordered for _ in e.events],
             "types": [t for e in ordered for t, _ in e.events],
             "datas": [dumps(d) for e in ordered for _, d in e.events],
+            **_wait_params(ordered),
             **messages_params([(e.run_id, e.messages) for e in ordered]),
             **usage_params(ordered),
             "retry_base_s": self.retry_base_s,
@@ -72,6 +74,20 @@ class Endings(Store):
         if run_id not in finished:
             raise LeaseLost(str(run_id))
         return finished[run_id]
+
+
+def _wait_params(ordered: Sequence[Ended]) -> dict[str, list[Any]]:
+    """The waitpoints the ``waiting`` endings open (docs/waits.md), one row per such run."""
+    waits = [(e.run_id, e.finish.wait) for e in ordered if e.finish.wait is not None]
+    return {
+        "wait_run_ids": [run_id for run_id, _ in waits],
+        "waitpoint_ids": [w.waitpoint_id for _, w in waits],
+        "wait_names": [w.name for _, w in waits],
+        "wait_occurrences": [w.occurrence for _, w in waits],
+        "wait_payloads": [dumps(w.payload) for _, w in waits],
+        "wait_timeouts": [w.timeout_s for _, w in waits],
+        "wait_states": [None if w.checkpoint is None else dumps(w.checkpoint) for _, w in waits],
+    }
 
 
 def _message(finish: Finish) -> str | None:

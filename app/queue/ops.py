@@ -49,6 +49,7 @@ class QueueDepth:
     pending: int
     leased: int
     oldest_pending_age_s: float
+    waiting: int = 0
     waiting_for_turn: int = 0  # due runs held back by an earlier run of their thread
 
 
@@ -93,6 +94,7 @@ class Ops(Store):
             pending=row.pending,
             leased=row.leased,
             oldest_pending_age_s=float(row.oldest_pending_age_s),
+            waiting=row.waiting,
             waiting_for_turn=row.waiting_for_turn,
         )
 

@@ -90,12 +90,13 @@ export class Api {
     return this.request("POST", `/admin/runs/${id}/requeue`);
   }
 
-  async streamToken(id) {
+  // scopes: ["read"] to follow the run, ["read", "resume"] also to answer its wait.
+  async streamToken(id, scopes = ["read"]) {
     try {
-      return await this.request("POST", `/runs/${id}/stream-token`);
+      return await this.request("POST", `/runs/${id}/stream-token`, { scopes });
     } catch (error) {
       if (!(this.isAdmin && error instanceof ApiError && error.status === 404)) throw error;
-      return this.request("POST", `/admin/runs/${id}/stream-token`);
+      return this.request("POST", `/admin/runs/${id}/stream-token`, { scopes });
     }
   }
 

@@ -13,6 +13,8 @@ const RENDERERS = {
   "tool.result": "toolResult",
   "run.retrying": "retrying",
   "run.cancel_requested": "cancelRequested",
+  "run.waiting": "waiting",
+  "run.resumed": "resumed",
   "run.completed": "runCompleted",
   "run.failed": "runFailed",
   "run.cancelled": "runCancelled",
@@ -140,6 +142,17 @@ export class EventLog {
 
   cancelRequested(seq, data) {
     this.#marker(seq, "cancel-requested", "Stop requested", ` (${data.reason ?? "user"})`, data.note ? ` — ${data.note}` : "");
+  }
+
+  // A wait ends the attempt: the resumed run starts a new one.
+  waiting(seq, data) {
+    this.#marker(seq, "waiting", data.name === "approval" ? "Waiting for approval" : `Waiting for ${data.name}`);
+    this.#closeAttempt();
+  }
+
+  resumed(seq, data) {
+    const detail = data.timed_out ? " (timed out)" : h("code", {}, ` ${preview(data.value)}`);
+    this.#marker(seq, "resumed", "Resumed", detail);
   }
 
   runCompleted(seq, data) {

@@ -6,21 +6,33 @@ kills the run's tools at once, even while an agent blocks the loop.
 
 Every write goes to the worker's :class:`~app.worker.writer.Writer` fenced by the claim's
 lease, and through the redactor. Checkpoints also carry the budget counters, so ``max_turns``
-and ``max_tool_calls`` hold over the whole run, not per attempt: the agent sees only its own
-state as ``resume_state``. Usage (tokens, model and tool calls) rides the same statements:
-what the attempt consumed since its last checkpoint goes with the next one or with the ending.
+and ``max_tool_calls`` hold over the whole run, not per attempt, and how many waits of each name
+the agent had passed (docs/waits.md), so a resumed attempt's ``wait_for`` finds the same
+occurrence: the agent sees only its own state as ``resume_state``. Usage (tokens, model and
+tool calls) rides the same statements: what the attempt consumed since its last checkpoint goes
+with the next one or with the ending, a waiting one too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from app.agents.base import MESSAGE_ROLES, Agent, BudgetExceeded, ThreadView
-from app.domain import Claim, DatabaseUnavailable, Finish, Finished, LeaseLost, Usage
+from app.agents.base import (
+    MAX_WAIT_S,
+    MESSAGE_ROLES,
+    Agent,
+    BudgetExceeded,
+    ThreadView,
+    WaitRequested,
+    WaitTimedOut,
+)
+from app.domain import Claim, DatabaseUnavailable, Finish, Finished, LeaseLost, Usage, Wait
 from app.metrics import EVENTS_APPENDED
 from app.queue import Queue
 from app.redact import Redactor
@@ -65,6 +77,8 @@ class Attempt:
         self.usage = UsageMeter(
             run.usage, tenant_id=run.tenant_id, max_tokens=None if max_tokens is None else int(max_tokens)
         )
+        self._waits: dict[str, int] = dict(saved.get("waits") or {})  # name -> waits passed
+        self._stored: dict[str, Any] = saved  # the checkpoint a resumed attempt would start from
         self.lease_id = claim.lease_id
         self.thread: ThreadView | None = None  # set by the runner for a run in a thread
         # added by the agent, not stored yet: they go with the next checkpoint or the ending
@@ -129,6 +143,8 @@ class Attempt:
         self._task = task
         try:
             return AgentEnded(value=await agent_class().run(self))
+        except WaitRequested as wait:
+            return AgentEnded(wait=self._wait(wait))
         except asyncio.CancelledError:
             if self.stop_reason is None and task.cancelling():
                 raise  # not a stop of this run: the worker itself is being torn down
@@ -176,7 +192,7 @@ class Attempt:
             message = self._redactor.text(message)
             if len(message) > MAX_ERROR_MESSAGE:
                 message = message[: MAX_ERROR_MESSAGE - 1] + "…"
-        return Finish(finish.ending, output=output, error_code=finish.error_code, error_message=message)
+        return dataclasses.replace(finish, output=output, error_message=message)
 
     # -- the agent's side: cancellation -----------------------------------------------------
 
@@ -198,7 +214,7 @@ class Attempt:
     async def checkpoint(self, state: Any) -> None:
         """Store ``state`` with the events before it; waits out a database outage (the events
         stay buffered meanwhile), so a checkpoint never fails the attempt."""
-        stored = {"state": state, **self.counts}
+        stored = {"state": state, **self.counts, "waits": dict(self._waits)}
 
         async def store(take: Take) -> None:
             # Under the buffer's lock, in a shielded task: the messages and usage written are
@@ -212,6 +228,7 @@ class Attempt:
         while True:
             try:
                 await self.events.flush_with(store)
+                self._stored = stored
                 return
             except DatabaseUnavailable as exc:  # the writer's next tick retries, later under load
                 log.debug("checkpoint not stored yet: %s", exc)
@@ -275,6 +292,37 @@ class Attempt:
         if isinstance(exc, DatabaseUnavailable):
             return  # kept for the next statement; the writer logs each failed one
         log.error("buffered events not written", exc_info=exc)
+
+    # -- waits -----------------------------------------------------------------------------
+
+    async def wait_for(self, name: str, *, payload: Any = None, timeout_s: float | None = None) -> Any:
+        """The recorded value of this wait (the same name and occurrence, as effects are keyed),
+        or end the attempt waiting for it."""
+        if not name:
+            raise ValueError("a wait needs a name")
+        if timeout_s is not None and not 0 <= timeout_s <= MAX_WAIT_S:  # NaN too
+            raise ValueError(f"timeout_s must be between 0 and {MAX_WAIT_S:g} seconds")
+        json.dumps(payload)  # a payload that cannot be stored fails here, not in the batched ending
+        occurrence = self._waits.get(name, 0) + 1
+        self._waits[name] = occurrence
+        recorded = await self._queue.find_waitpoint(run_id=self.run_id, name=name, occurrence=occurrence)
+        if recorded is None:
+            raise WaitRequested(name, occurrence, payload, timeout_s)
+        if recorded.timed_out:
+            raise WaitTimedOut(f"the wait {name!r} timed out")
+        return recorded.value
+
+    def _wait(self, wait: WaitRequested) -> Wait:
+        """The waiting ending, with the checkpoint the resumed attempt starts from: the last one
+        stored, whole (state, budget counters, waits passed), since the resumed attempt runs the
+        agent's code after it again and counts what it counts again."""
+        return Wait(
+            name=wait.name,
+            occurrence=wait.occurrence,
+            payload=self._redactor.data(wait.payload),
+            timeout_s=wait.timeout_s,
+            checkpoint={"state": None, **self._stored},
+        )
 
     # -- effects, tools, budget -------------------------------------------------------------
 

@@ -7,22 +7,23 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from app.agents.base import AgentError, BudgetExceeded, DeadlineExceeded, FatalError
-from app.domain import DatabaseUnavailable, Finish, LeaseLost
+from app.domain import DatabaseUnavailable, Finish, LeaseLost, Wait
 
 StopReason = Literal["cancel", "lease_lost", "shutdown", "deadline", "budget"]
 
 
 @dataclass(frozen=True, slots=True)
 class AgentEnded:
-    """How the agent's call ended: its return value, its exception, or cancelled."""
+    """How the agent's call ended: its return value, its exception, a wait, or cancelled."""
 
     value: Any = None
     error: Exception | None = None
     cancelled: bool = False
+    wait: Wait | None = None
 
     @property
     def returned(self) -> bool:
-        return not self.cancelled and self.error is None
+        return not self.cancelled and self.error is None and self.wait is None
 
 
 def decide(
@@ -32,11 +33,14 @@ def decide(
     someone else now, and this worker writes nothing more for it.
 
     A stop wins over how the agent ended only if the agent did not return: a value returned
-    before a late cancel is still the run's output. A lost lease wins over everything.
+    before a late cancel is still the run's output. A wait is a clean end like a return,
+    except that a cancel, a deadline or a passed ``max_tokens`` still wins over it. A lost lease wins over everything.
     """
     error = ended.error
     if stop == "lease_lost" or isinstance(error, LeaseLost):
         return None
+    if ended.wait is not None and stop not in ("cancel", "deadline", "budget"):
+        return Finish.waiting(ended.wait)
     if not ended.returned:
         match stop:
             case "cancel":

@@ -1,5 +1,5 @@
-"""Housekeeping every worker runs: expired leases, abandoned interactive runs, due schedules,
-retention.
+"""Housekeeping every worker runs: expired leases, timed-out waits, abandoned interactive runs,
+due schedules, retention.
 
 Every worker runs it; the queue's statements take a transaction-scoped advisory lock, so
 one pass acts at a time cluster-wide and a stalled worker never stops the others reaping.
@@ -12,7 +12,14 @@ import logging
 import random
 
 from app.domain import DatabaseUnavailable
-from app.metrics import REAPER_RESCUES, RUNS_PURGED, SCHEDULE_RUNS, count_ending
+from app.metrics import (
+    REAPER_RESCUES,
+    RESUMES,
+    RUNS_PURGED,
+    SCHEDULE_RUNS,
+    WAIT_SECONDS,
+    count_ending,
+)
 from app.queue import Queue
 
 log = logging.getLogger(__name__)
@@ -29,8 +36,12 @@ async def reap_once(queue: Queue, *, retention_s: float) -> None:
         if run.is_terminal:  # its worker is gone: nobody else counts this ending
             count_ending(run)
         log.info("expired lease of run %s handled: now %s", run.id, run.status.value)
+    for resumed in await queue.resume_expired_waits():
+        RESUMES.labels(outcome="timed_out").inc()
+        WAIT_SECONDS.observe(resumed.waited_s)
+        log.info("wait %s of run %s timed out: resumed", resumed.waitpoint_id, resumed.run.id)
     for run in await queue.cancel_abandoned():
-        if run.is_terminal:  # a pending run, cancelled here; a leased one is ended by its worker
+        if run.is_terminal:  # a pending or waiting run, cancelled here; a leased one by its worker
             count_ending(run)
         log.info("run %s abandoned by its subscribers: cancel requested", run.id)
     for schedule_id, run_id in await queue.fire_due_schedules():

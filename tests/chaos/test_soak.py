@@ -96,7 +96,8 @@ async def test_soak_keeps_every_invariant(cluster: SoakCluster, capsys: pytest.C
 
 
 async def create_runs(clients: Clients, injector: FaultInjector, rng: random.Random) -> None:
-    """Every run, paced evenly over ``CREATE_S``; a few are cancelled while they run."""
+    """Every run, paced evenly over ``CREATE_S``; a few are cancelled while they run, and the
+    runs that wait are resumed once they do (or left to time out)."""
     slots = asyncio.Semaphore(IN_FLIGHT_CREATES)
     tasks: set[asyncio.Task[None]] = set()
     started = time.monotonic()
@@ -106,6 +107,8 @@ async def create_runs(clients: Clients, injector: FaultInjector, rng: random.Ran
             run_id = await clients.create(i, body)
         if cancel:
             await clients.cancel_later(run_id, delay_s)
+        elif body["input"].get("wait") and "wait_timeout_s" not in body["input"]:
+            await clients.resume_when_waiting(run_id, {"soak": i})
 
     for i in range(RUNS):
         await asyncio.sleep(max(0.0, started + i * CREATE_S / RUNS - time.monotonic()))
@@ -119,13 +122,15 @@ async def create_runs(clients: Clients, injector: FaultInjector, rng: random.Ran
 async def unfinished(url: str) -> int:
     conn = await asyncpg.connect(asyncpg_dsn(url), server_settings={"application_name": "runq-soak"})
     try:
-        return int(await conn.fetchval("SELECT count(*) FROM agent_runs WHERE status IN ('pending', 'leased')"))
+        return int(
+            await conn.fetchval("SELECT count(*) FROM agent_runs WHERE status IN ('pending', 'leased', 'waiting')")
+        )
     finally:
         await conn.close()
 
 
 async def drain(url: str, *, within: float) -> bool:
-    """Wait until no run is pending or leased; False if some still are after ``within``."""
+    """Wait until no run is pending, leased or waiting; False if some still are after ``within``."""
     deadline = time.monotonic() + within
     while await unfinished(url):
         if time.monotonic() > deadline:
@@ -174,6 +179,13 @@ async def check(url: str, history: History) -> tuple[Findings, dict[str, Any]]:
             if e["op"] == "zombie_resumed"
         ],
         "cancel_to_cancelled_s": cancel_latency(history, runs, events),
+        "waits": {
+            "resumed_202": sum(1 for e in history.entries if e["op"] == "resume_answer" and e["http_status"] == 202),
+            "resumed_409_after_a_lost_answer": sum(
+                1 for e in history.entries if e["op"] == "resume_answer" and e["http_status"] == 409
+            ),
+            "timed_out": sum(1 for run in runs if isinstance(run.output, dict) and run.output.get("timed_out")),
+        },
         "api_errors_5xx": sum(1 for e in history.entries if e["op"] == "api_error"),
         "load_average_1m": round(os.getloadavg()[0], 1),  # on 2 cores: how shared the machine was
         "examples": findings.examples,
@@ -208,6 +220,7 @@ def report(history: History, findings: Findings, figures: dict[str, Any]) -> Non
         print(f"  {name:<28} {count}")
     print("outcomes: " + ", ".join(f"{k} {v}" for k, v in figures["outcomes"].items()))
     print(f"cancels: {figures['cancels']}, cancel request to cancelled: {figures['cancel_to_cancelled_s']}")
+    print(f"waits: {figures['waits']}")
     zombies = figures["zombies"]
     print(f"zombies: {len(zombies)} frozen past their lease, holding {sum(z['leases_held'] or 0 for z in zombies)} leases,"
           f" {sum(z['taken_over'] or 0 for z in zombies)} taken over before they woke")

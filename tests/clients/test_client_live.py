@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
+import time
 from typing import Any
 
 import httpx
@@ -116,6 +118,45 @@ async def test_async_client_streams_and_waits(api: ApiProcess, worker: subproces
         with pytest.raises(RunqError) as missing:
             await client.runs.get("00000000-0000-0000-0000-000000000000")
         assert missing.value.code == "not_found"
+
+
+def test_resume_a_waiting_run(api: ApiProcess, worker: subprocess.Popen[bytes], api_key: str) -> None:
+    with Client(api.base_url, api_key) as client:
+        run = client.runs.create("demo", {"prompt": "deploy?", "steps": 0, "wait": "approval"})
+        deadline = time.monotonic() + 30
+        while (waiting := client.runs.get(run.id)).status != "waiting":
+            assert time.monotonic() < deadline, "the run never waited"
+            time.sleep(0.05)
+        assert waiting.waitpoint is not None
+        assert (waiting.waitpoint.name, waiting.waitpoint.payload) == ("approval", {"prompt": "deploy?"})
+        with pytest.raises(RunqError) as stale:
+            client.runs.resume(run.id, {"approved": True}, waitpoint_id="00000000-0000-0000-0000-000000000000")
+        assert (stale.value.status, stale.value.code) == (409, "not_waiting")
+        read_only = client.runs.stream_token(run.id)
+        assert read_only.scopes == ["read"]
+        refused = httpx.post(f"{api.base_url}/runs/{run.id}/resume", params={"token": read_only.token}, json={"value": 1})
+        assert (refused.status_code, refused.json()["code"]) == (403, "insufficient_scope")
+        resumed = client.runs.resume(run.id, {"approved": True}, waitpoint_id=waiting.waitpoint.waitpoint_id)
+        assert resumed.status in ("pending", "leased", "done") and resumed.waitpoint is None
+        done = client.runs.wait(run.id, timeout=30)
+        assert done.output == {"text": "deploy?", "steps": 0, "resumed_with": {"approved": True}}
+        types = [e.type for e in client.runs.stream(run.id)]
+        assert types.count("run.waiting") == 1 and types.count("run.resumed") == 1
+
+
+async def test_async_resume_with_a_resume_scoped_token(api: ApiProcess, worker: subprocess.Popen[bytes], api_key: str) -> None:
+    async with AsyncClient(api.base_url, api_key) as client:
+        run = await client.runs.create("demo", {"steps": 0, "wait": "input"})
+        deadline = time.monotonic() + 30
+        while (await client.runs.get(run.id)).status != "waiting":
+            assert time.monotonic() < deadline, "the run never waited"
+            await asyncio.sleep(0.05)
+        token = await client.runs.stream_token(run.id, scopes=["read", "resume"])
+        assert token.scopes == ["read", "resume"]
+        async with httpx.AsyncClient() as browser:  # what the web UI does with such a token
+            answer = await browser.post(f"{api.base_url}/runs/{run.id}/resume", params={"token": token.token}, json={"value": 7})
+        assert answer.status_code == 202
+        assert (await client.runs.wait(run.id, timeout=30)).output["resumed_with"] == 7
 
 
 def test_threads_against_a_real_runq(api: ApiProcess, worker: subprocess.Popen[bytes], api_key: str) -> None:

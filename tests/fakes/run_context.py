@@ -11,9 +11,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from app.agents.base import BudgetExceeded, ThreadView
+from app.agents.base import BudgetExceeded, ThreadView, WaitRequested, WaitTimedOut
 
 T = TypeVar("T")
+
+TIMED_OUT = object()  # a wait's recorded outcome when the reaper timed it out
 
 
 @dataclass(frozen=True)
@@ -24,7 +26,9 @@ class ShellResult:
 
 
 class FakeRunContext:
-    """Records events, checkpoints and effects; the ledger survives into :meth:`retry`."""
+    """Records events, checkpoints, effects and waits; the ledger and the recorded waits survive
+    into :meth:`retry` and :meth:`resume`, and the waits passed are kept with each checkpoint
+    (as the worker's attempt does), so a resumed attempt asks for the same occurrence."""
 
     def __init__(
         self,
@@ -35,6 +39,8 @@ class FakeRunContext:
         resume_state: Any = None,
         effects: dict[str, Any] | None = None,
         thread: ThreadView | None = None,
+        waits: dict[tuple[str, int], Any] | None = None,
+        passed: dict[str, int] | None = None,
     ) -> None:
         self.run_id = uuid.uuid4()
         self.tenant_id = "t1"
@@ -47,6 +53,10 @@ class FakeRunContext:
         self.events: list[tuple[str, dict[str, Any]]] = []
         self.checkpoints: list[Any] = []
         self.effects = effects if effects is not None else {}
+        self.waits = waits if waits is not None else {}  # (name, occurrence) -> value
+        self.passed = dict(passed or {})  # name -> waits passed, as of the resume state
+        self.asked: list[WaitRequested] = []
+        self._stored_passed = dict(self.passed)
         self.turns = 0
         self.tool_calls = 0
         self.usage = dict.fromkeys(("input_tokens", "output_tokens", "model_calls", "tool_calls"), 0)
@@ -62,7 +72,15 @@ class FakeRunContext:
             resume_state=state,
             effects=self.effects,
             thread=self.thread,
+            waits=self.waits,
+            passed=self._stored_passed,
         )
+
+    def resume(self, value: Any) -> FakeRunContext:
+        """The attempt after ``POST …/resume``: the last wait asked gets ``value``."""
+        wait = self.asked[-1]
+        self.waits[(wait.name, wait.occurrence)] = value
+        return self.retry()
 
     def of_type(self, type: str) -> list[dict[str, Any]]:
         return [data for t, data in self.events if t == type]
@@ -83,6 +101,19 @@ class FakeRunContext:
 
     async def checkpoint(self, state: Any) -> None:
         self.checkpoints.append(copy.deepcopy(state))
+        self._stored_passed = dict(self.passed)
+
+    async def wait_for(self, name: str, *, payload: Any = None, timeout_s: float | None = None) -> Any:
+        occurrence = self.passed.get(name, 0) + 1
+        self.passed[name] = occurrence
+        if (name, occurrence) not in self.waits:
+            wait = WaitRequested(name, occurrence, copy.deepcopy(payload), timeout_s)
+            self.asked.append(wait)
+            raise wait
+        value = self.waits[(name, occurrence)]
+        if value is TIMED_OUT:
+            raise WaitTimedOut(f"the wait {name!r} timed out")
+        return value
 
     async def add_messages(self, messages: Any) -> None:
         self.messages.extend(copy.deepcopy([dict(m) for m in messages]))

@@ -181,7 +181,7 @@ async def test_stats(
     response = await client.get("/admin/stats", headers=admin)
     assert response.status_code == 200, response.text
     stats = response.json()
-    assert stats["by_status"] == {"pending": 1, "leased": 2, "done": 0, "dead": 1, "cancelled": 0}
+    assert stats["by_status"] == {"pending": 1, "leased": 2, "waiting": 0, "done": 0, "dead": 1, "cancelled": 0}
     assert stats["inflight_by_tenant"] == {"alice": 2}
     assert stats["dead_last_hour"] == 1
     assert stats["oldest_pending_age_s"] >= 0

@@ -34,6 +34,7 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("PUT", "/admin/tenants/{tenant}"): {"max_inflight": 1},
     ("POST", "/schedules"): {"agent": "demo", "every_s": 60, "input": {"prompt": "bob's own"}},
     ("PATCH", "/schedules/{schedule_id}"): {"paused": True},
+    ("POST", "/runs/{run_id}/resume"): {"value": {"approved": True}},
     ("POST", "/threads"): {"metadata": {"who": "bob"}},
     ("POST", "/threads/{thread_id}/runs"): {"agent": "demo", "input": {"prompt": "bob's own"}},
 }
@@ -172,6 +173,9 @@ async def test_stream_tokens_open_one_run_only(app: FastAPI, client: httpx.Async
         if path in PUBLIC or (method, path) == ("GET", "/runs/{run_id}/events"):
             continue
         response = await client.request(method, fill(path, run_id), params={"token": token}, headers=JSON)
+        if (method, path) == ("POST", "/runs/{run_id}/resume"):  # that run, but a read-only token
+            assert (response.status_code, response.json()["code"]) == (403, "insufficient_scope")
+            continue
         assert refused(response), f"{method} {path}: {response.status_code}"
     assert refused(await client.get(f"/runs/{bobs}/events", params={"token": token}, headers=JSON))
 

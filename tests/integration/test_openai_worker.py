@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -254,6 +255,89 @@ async def test_bad_request_kills_the_run_with_the_providers_message(
     (failed,) = await _events(queue, run_id, "run.failed")
     assert failed.data["error_code"] == "model_error"
     assert len(server.requests) == 1
+
+
+# -- approval of tools (docs/waits.md) --------------------------------------------------------
+
+
+async def _approval(queue: Queue, run_id: uuid.UUID, occurrence: int) -> dict[str, Any]:
+    """The payload of the run's open approval once it waits for its ``occurrence``-th."""
+
+    async def probe() -> dict[str, Any] | None:
+        run = await queue.get_run(run_id, tenant_id=TENANT)
+        if run.is_terminal:
+            raise AssertionError(f"run ended {run.status}: {run.error_code} {run.error_message}")
+        waits = await _events(queue, run_id, "run.waiting")
+        return run.waitpoint if run.status is Status.WAITING and len(waits) == occurrence else None
+
+    point: dict[str, Any] = await eventually(probe, within_s=30)
+    return point
+
+
+async def test_approved_tool_runs_once_and_denied_tool_never(
+    queue: Queue, server: FakeOpenAI, start_worker: StartWorker, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes.txt"
+    server.script(
+        calls(
+            ToolCall("call_ok", "record", {"path": str(notes), "note": "approved"}),
+            ToolCall("call_no", "record", {"path": str(notes), "note": "denied"}),
+        ),
+        answer("one of two"),
+    )
+    start_worker()
+    run_id = await _enqueue(
+        queue, "recording", {"prompt": "record both", "tools": ["record"], "approve_tools": ["record"]}
+    )
+
+    first = await _approval(queue, run_id, 1)
+    assert first["name"] == "approval"
+    assert first["payload"] == {"tool_call_id": "call_ok", "name": "record", "arguments": {"path": str(notes), "note": "approved"}}
+    assert not notes.exists()
+    await queue.resume(run_id, tenant_id=TENANT, value={"approved": True}, waitpoint_id=uuid.UUID(first["waitpoint_id"]))
+    second = await _approval(queue, run_id, 2)
+    assert second["payload"]["tool_call_id"] == "call_no"
+    await queue.resume(run_id, tenant_id=TENANT, value={"approved": False, "note": "not that one"})
+
+    run = await _finished(queue, run_id, Status.DONE)
+    assert run.output == {"text": "one of two"}
+    assert notes.read_text() == "approved\n"
+    results = [e.data for e in await _events(queue, run_id, "tool.result")]
+    assert results == [
+        {"tool_call_id": "call_ok", "output": {"recorded": "approved"}, "is_error": False},
+        {"tool_call_id": "call_no", "output": "denied: not that one", "is_error": True},
+    ]
+    assert len(server.requests) == 2  # the waits repeated no model turn
+    assert server.requests[1].body["messages"][-1] == {
+        "role": "tool", "tool_call_id": "call_no", "content": json.dumps({"error": "denied: not that one"}),
+    }  # fmt: skip
+    events = await _events(queue, run_id)
+    assert [e.data["attempt"] for e in events if e.type == "run.started"] == [1, 2, 3]
+
+
+@pytest.mark.chaos
+async def test_sigkill_after_approval_neither_asks_again_nor_runs_the_tool_twice(
+    queue: Queue, server: FakeOpenAI, start_worker: StartWorker, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes.txt"
+    server.script(
+        calls(ToolCall("call_a", "record", {"path": str(notes), "note": "once", "hang_on_attempt": 2})),
+        answer("recorded"),
+    )
+    doomed = start_worker()
+    run_id = await _enqueue(queue, "recording", {"prompt": "record", "tools": ["record"], "approve_tools": "*"})
+    await _approval(queue, run_id, 1)
+    await queue.resume(run_id, tenant_id=TENANT, value={"approved": True})
+    await eventually(lambda: notes.with_suffix(".hanging").exists())  # approved, the tool is running
+
+    doomed.send_signal(signal.SIGKILL)
+    doomed.wait(timeout=10)
+    start_worker()
+
+    run = await _finished(queue, run_id, Status.DONE)
+    assert run.output == {"text": "recorded"} and run.attempts == 3
+    assert notes.read_text() == "once\n"
+    assert len(await _events(queue, run_id, "run.waiting")) == 1  # the recorded approval held
 
 
 def _alive(pid: int) -> bool:

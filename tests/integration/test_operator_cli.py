@@ -10,7 +10,7 @@ import uuid
 
 from sqlalchemy.engine import make_url
 
-from app.domain import WorkerInfo
+from app.domain import Finish, Wait, WorkerInfo
 from app.queue import Queue
 from tests.conftest import _admin
 
@@ -59,7 +59,7 @@ async def test_stats_and_tenant_limits(queue: Queue) -> None:
     assert await queue.tenant_limit("acme") == 3
     assert await queue.tenant_limit("nobody") is None
     stats = await queue.stats()
-    assert stats.by_status == {"pending": 0, "leased": 0, "done": 0, "dead": 0, "cancelled": 0}
+    assert stats.by_status == {"pending": 0, "leased": 0, "waiting": 0, "done": 0, "dead": 0, "cancelled": 0}
     assert stats.oldest_pending_age_s == 0 and stats.dead_last_hour == 0
 
 
@@ -133,3 +133,22 @@ def test_an_unmigrated_database_says_to_migrate(server_url: str) -> None:
         assert (result.returncode, result.stderr) == (1, "runq: the database has no runq tables yet: run `runq migrate`\n")
     finally:
         _admin(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+async def test_runs_resume(queue: Queue, database_url: str) -> None:
+    run, _ = await queue.enqueue(tenant_id="acme", agent="demo", input={})
+    (claim,) = await queue.claim_batch(worker_id="host:1:abc", limit=1)
+    wait = Wait(name="approval", occurrence=1, payload={"q": "deploy?"})
+    await queue.finish(run_id=run.id, lease_id=claim.lease_id, finish=Finish.waiting(wait))
+
+    bad = runq(database_url, "runs", "resume", str(run.id), "--value", "{nope")
+    assert bad.returncode == 2 and "not JSON" in bad.stderr and "Traceback" not in bad.stderr
+    wrong = runq(database_url, "runs", "resume", str(run.id), "--value", "1", "--waitpoint-id", str(uuid.uuid4()))
+    assert wrong.returncode == 1
+    assert wrong.stderr == f"runq: run {run.id} is not waiting (or that waitpoint is no longer its open one)\n"
+
+    resumed = runq(database_url, "runs", "resume", str(run.id), "--value", '{"approved": true}', "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["status"] == "pending"
+    recorded = await queue.find_waitpoint(run_id=run.id, name="approval", occurrence=1)
+    assert recorded is not None and recorded.value == {"approved": True}

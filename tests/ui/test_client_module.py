@@ -24,7 +24,7 @@ from tests.ui.conftest import SERVER_ENV, Keys, UiServer
 
 TOKEN_TTL_S = float(SERVER_ENV["RUNQ_STREAM_TOKEN_TTL_S"])
 CUT_STEPS = 8  # about 25 events, followed in a few seconds
-CUT_MOST = 800  # bytes a connection may carry before it is cut
+CUT_MOST = 1500  # bytes a connection may carry before it is cut
 STALL_AFTER = 600  # bytes: a token answer passes whole, an event stream stalls after its headers
 SILENCE_MS = 1500
 # Starts following and returns at once; ``window.followed`` resolves when following ends.

@@ -308,3 +308,45 @@ def test_run_page_shows_webhook_deliveries_and_schedules_are_listed(
         tab.shot("schedules")
     finally:
         api_client.delete(f"/schedules/{schedule['id']}", headers=headers)
+
+
+def test_waiting_runs_are_listed_and_answered_in_the_browser(tab_factory: Any, keys: Keys, api_client: httpx.Client) -> None:
+    approval = create_run(api_client, keys, input={"prompt": "Ship the release?", "steps": 0, "wait": "approval"})
+    question = create_run(api_client, keys, input={"prompt": "How many?", "steps": 0, "wait": "count"})
+    tab: Tab = tab_factory()
+    page = tab.page
+    tab.sign_in(keys.tenant_key, "tenant")
+    waiting_chip = page.locator('.chip[data-status="waiting"]')
+    expect(waiting_chip.locator(".chip-count")).not_to_have_text("0")
+    waiting_chip.click()
+    expect(page.get_by_role("link", name=approval["id"][:8])).to_be_visible()
+
+    tab.open_run(approval["id"])
+    expect(status_badge(page)).to_have_text("waiting")
+    panel = page.locator(".waitpoint")
+    expect(panel.get_by_role("heading")).to_have_text("Waiting for approval")
+    expect(panel.locator(".json")).to_contain_text("Ship the release?")
+    expect(page.locator(".marker-waiting")).to_have_text("Waiting for approval")
+    publish(tab.shot("run-waiting"), "run-waiting.png")
+    panel.get_by_role("button", name="Approve").click()
+    expect(status_badge(page)).to_have_text("done")
+    expect(page.locator(".waitpoint")).to_be_hidden()
+    expect(page.locator(".marker-resumed")).to_contain_text('{"approved":true}')
+    done = api_client.get(f"/runs/{approval['id']}", headers=keys.headers(keys.tenant_key)).json()
+    assert done["output"]["resumed_with"] == {"approved": True}
+
+    # Any other wait takes a JSON value, checked before it is sent; the admin answers through /admin's token.
+    admin: Tab = tab_factory()
+    admin.sign_in(keys.admin_key, "admin")
+    admin.open_run(question["id"])
+    box = admin.page.get_by_label("Value (JSON)")
+    expect(admin.page.locator(".waitpoint h2")).to_have_text("Waiting for input: count")
+    box.fill("{not json")
+    admin.page.get_by_role("button", name="Resume").click()
+    expect(admin.page.locator(".waitpoint [role=alert]")).to_contain_text("not JSON")
+    box.fill('{"n": 5}')
+    admin.page.get_by_role("button", name="Resume").click()
+    expect(status_badge(admin.page)).to_have_text("done")
+    assert event_types(api_client, keys, question["id"]).count("run.resumed") == 1
+    answered = api_client.get(f"/runs/{question['id']}", headers=keys.headers(keys.tenant_key)).json()
+    assert answered["output"]["resumed_with"] == {"n": 5}

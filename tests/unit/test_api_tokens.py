@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 import uuid
 from datetime import UTC, datetime
 
@@ -11,7 +12,7 @@ import pytest
 
 from app.api.params import decode_cursor, encode_cursor
 from app.api.problems import ApiProblem
-from app.api.tokens import InvalidToken, issue_token, verify_token
+from app.api.tokens import InvalidToken, MissingScope, _sign, issue_token, verify_token
 
 SECRET = "s" * 32
 
@@ -46,3 +47,20 @@ def test_cursor_round_trip_and_garbage() -> None:
         with pytest.raises(ApiProblem) as caught:
             decode_cursor(bad)
         assert (caught.value.status, caught.value.code) == (400, "invalid_cursor")
+
+
+def test_scopes_say_what_a_token_may_do() -> None:
+    run_id = uuid.uuid4()
+    read, _ = issue_token(SECRET, run_id=run_id, tenant_id="a", ttl_s=60)
+    both, _ = issue_token(SECRET, run_id=run_id, tenant_id="a", ttl_s=60, scopes=["resume", "read"])
+    assert verify_token(SECRET, read, run_id=str(run_id)) == "a"
+    with pytest.raises(MissingScope, match="'resume'"):
+        verify_token(SECRET, read, run_id=str(run_id), scope="resume")
+    assert verify_token(SECRET, both, run_id=str(run_id), scope="resume") == "a"
+    # a token issued before scopes existed names none: it reads, it does not resume
+    claims = {"r": str(run_id), "t": "a", "e": time.time() + 60}
+    payload = base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=").decode()
+    old = f"{payload}.{_sign(SECRET, payload)}"
+    assert verify_token(SECRET, old, run_id=str(run_id)) == "a"
+    with pytest.raises(MissingScope):
+        verify_token(SECRET, old, run_id=str(run_id), scope="resume")

@@ -5,11 +5,13 @@ from __future__ import annotations
 import pytest
 
 from app.agents.base import BudgetExceeded, DeadlineExceeded, FatalError, RetryableError
-from app.domain import DatabaseUnavailable, Ending, Finish, LeaseLost
+from app.domain import DatabaseUnavailable, Ending, Finish, LeaseLost, Wait
 from app.worker.decide import AgentEnded, StopReason, decide
 
 RETURNED = AgentEnded(value={"text": "hi"})
 CANCELLED = AgentEnded(cancelled=True)
+WAIT = Wait(name="approval", occurrence=1, payload={"tool_call_id": "c1"}, timeout_s=60.0)
+WAITED = AgentEnded(wait=WAIT)
 
 
 def raised(error: Exception) -> AgentEnded:
@@ -44,6 +46,13 @@ CASES: list[tuple[str, AgentEnded, StopReason | None, Finish | None]] = [
     ("database down", raised(DatabaseUnavailable("gone")), None, Finish.retry("database_unavailable", "gone")),
     ("cancelled without a stop", CANCELLED, None, Finish.retry("internal_error", "the agent's task was cancelled")),
     ("unexpected", raised(KeyError("k")), None, Finish.retry("internal_error", "KeyError: 'k'")),
+    # A wait ends the attempt cleanly, as a return does; a cancel, a deadline or max_tokens still wins.
+    ("waited", WAITED, None, Finish.waiting(WAIT)),
+    ("waited, then shutdown", WAITED, "shutdown", Finish.waiting(WAIT)),
+    ("waited, then cancel", WAITED, "cancel", Finish.cancelled()),
+    ("waited, then deadline", WAITED, "deadline", Finish.dead("deadline_exceeded", "late")),
+    ("waited, then lease lost", WAITED, "lease_lost", None),
+    ("swallowed max_tokens, then waited", WAITED, "budget", Finish.dead("budget_exceeded", "over")),
 ]
 
 

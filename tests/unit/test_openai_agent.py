@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from app.agents.base import BudgetExceeded, FatalError, RetryableError, RunContext
+from app.agents.base import BudgetExceeded, FatalError, RetryableError, RunContext, WaitRequested
 from app.agents.model_client import close_shared_clients, model_connections
 from app.agents.openai import OpenAIAgent
 from app.agents.tools import SHELL, ToolError, ToolRegistry
 from app.settings import Settings
 from tests.fakes import eventually
 from tests.fakes.openai_server import FakeOpenAI, ToolCall, answer, calls, error, stall
-from tests.fakes.run_context import FakeRunContext
+from tests.fakes.run_context import TIMED_OUT, FakeRunContext
 
 notes: list[str] = []
 registry = ToolRegistry([SHELL])
@@ -412,3 +412,112 @@ async def test_max_tokens_raises_on_the_usage_chunk_before_the_tools_run(
         await agent.run(ctx)
 
     assert notes == [] and ctx.of_type("message.completed") == []
+
+
+# -- approval of tools (docs/waits.md) ------------------------------------------------------
+
+
+class CrashAfterTool(FakeRunContext):
+    """The worker dies right after the approved tool ran and its effect was recorded, before
+    the tool result's checkpoint."""
+
+    async def checkpoint(self, state: Any) -> None:
+        if self.effects:
+            raise RuntimeError("SIGKILL")
+        await super().checkpoint(state)
+
+
+APPROVAL_INPUT = {"prompt": "note it", "tools": ["shell", "record"], "approve_tools": ["record"]}
+
+
+async def _asks_approval(agent: Agent, ctx: FakeRunContext) -> WaitRequested:
+    with pytest.raises(WaitRequested) as waited:
+        await agent.run(ctx)
+    return waited.value
+
+
+async def test_approved_call_runs_once(server: FakeOpenAI, agent: Agent) -> None:
+    server.script(calls(ToolCall("c1", "record", {"note": "ship it"})), answer("noted"))
+    first = FakeRunContext(APPROVAL_INPUT)
+    wait = await _asks_approval(agent, first)
+    assert (wait.name, wait.occurrence) == ("approval", 1)
+    assert wait.payload == {"tool_call_id": "c1", "name": "record", "arguments": {"note": "ship it"}}
+    assert notes == [] and first.of_type("tool.call") == []  # nothing ran before the decision
+
+    resumed = first.resume({"approved": True})
+    assert await agent.run(resumed) == {"text": "noted"}
+    assert notes == ["ship it"]
+    assert resumed.of_type("tool.result") == [{"tool_call_id": "c1", "output": {"recorded": "ship it"}, "is_error": False}]
+    assert len(server.requests) == 2  # the resumed attempt did not ask the model again for the first turn
+
+
+async def test_denied_call_never_runs_and_the_model_hears_why(server: FakeOpenAI, agent: Agent) -> None:
+    server.script(calls(ToolCall("c1", "record", {"note": "rm -rf"})), answer("understood"))
+    first = FakeRunContext(APPROVAL_INPUT)
+    await _asks_approval(agent, first)
+    resumed = first.resume({"approved": False, "note": "too risky"})
+    assert await agent.run(resumed) == {"text": "understood"}
+    assert notes == []
+    assert resumed.of_type("tool.result") == [{"tool_call_id": "c1", "output": "denied: too risky", "is_error": True}]
+    tool_message = server.requests[1].body["messages"][-1]
+    assert tool_message == {"role": "tool", "tool_call_id": "c1", "content": json.dumps({"error": "denied: too risky"})}
+
+
+async def test_crash_after_approval_does_not_run_the_tool_twice(server: FakeOpenAI, agent: Agent) -> None:
+    server.script(calls(ToolCall("c1", "record", {"note": "once"})), answer("done"))
+    first = FakeRunContext(APPROVAL_INPUT)
+    await _asks_approval(agent, first)
+    first.waits[("approval", 1)] = {"approved": True}
+    doomed = CrashAfterTool(first.input, resume_state=first.checkpoints[-1], effects=first.effects, waits=first.waits)
+    with pytest.raises(RuntimeError, match="SIGKILL"):
+        await agent.run(doomed)
+    assert notes == ["once"]
+    after = doomed.retry()  # from the checkpoint before the tool: the approval and the effect replay
+    assert await agent.run(after) == {"text": "done"}
+    assert notes == ["once"] and after.asked == []
+
+
+async def test_two_gated_calls_wait_in_turn_and_ungated_tools_do_not(server: FakeOpenAI, agent: Agent) -> None:
+    server.script(
+        calls(
+            ToolCall("c1", "record", {"note": "a"}),
+            ToolCall("c2", "shell", {"command": "echo free"}),
+            ToolCall("c3", "record", {"note": "b"}),
+        ),
+        answer("both"),
+    )
+    first = FakeRunContext(APPROVAL_INPUT)
+    await _asks_approval(agent, first)
+    second = first.resume({"approved": True})
+    wait = await _asks_approval(agent, second)
+    assert (wait.occurrence, wait.payload["tool_call_id"]) == (2, "c3")
+    third = second.resume({"approved": True})
+    assert await agent.run(third) == {"text": "both"}
+    assert notes == ["a", "b"]
+    every = [d["tool_call_id"] for ctx in (first, second, third) for d in ctx.of_type("tool.result")]
+    assert every == ["c1", "c2", "c3"]  # each call's result once, across the three attempts
+
+
+async def test_approve_everything_and_time_out(server: FakeOpenAI, agent: Agent) -> None:
+    server.script(calls(ToolCall("c1", "shell", {"command": "echo hi"})), answer("ok"))
+    first = FakeRunContext({"prompt": "x", "tools": ["shell"], "approve_tools": "*"})
+    await _asks_approval(agent, first)
+    resumed = first.resume(TIMED_OUT)
+    assert await agent.run(resumed) == {"text": "ok"}
+    assert resumed.of_type("tool.result")[0]["output"].startswith("denied:")
+
+
+@pytest.mark.parametrize("bad", [{"approve_tools": "all"}, {"approve_tools": [1]}, {"approval_timeout_s": -1}])
+async def test_bad_approval_input_is_fatal(server: FakeOpenAI, agent: Agent, bad: dict[str, Any]) -> None:
+    with pytest.raises(FatalError):
+        await agent.run(FakeRunContext({"prompt": "x", "approve_tools": ["shell"]} | bad))
+
+
+async def test_a_wait_does_not_count_the_gated_call_twice(server: FakeOpenAI, agent: Agent) -> None:
+    server.script(calls(ToolCall("c1", "record", {"note": "n"})), answer("ok"))
+    first = FakeRunContext(APPROVAL_INPUT, budget={"max_tool_calls": 1})
+    await _asks_approval(agent, first)
+    assert first.tool_calls == 0
+    resumed = first.resume({"approved": True})
+    assert await agent.run(resumed) == {"text": "ok"}
+    assert resumed.tool_calls == 1

@@ -1,4 +1,4 @@
--- How an attempt ends: done, retry, dead, cancelled or released, for many runs of one worker
+-- How an attempt ends: done, retry, dead, cancelled, released or waiting, for many runs of one worker
 -- in one statement (River's JobSetStateIfRunningMany). Fenced: a run changes only while it is
 -- leased under the claim's own lease_id, and a run missing from the result lost its lease
 -- (nothing was written for it). Each run gets its buffered events, then the event that
@@ -11,6 +11,14 @@ WITH f AS (
                          CAST(:outputs AS jsonb[]), CAST(:error_codes AS text[]),
                          CAST(:error_messages AS text[]))
         AS f(run_id, lease_id, ending, output, error_code, error_message)
+), w AS (
+    -- waits (docs/waits.md): the waitpoint each "waiting" ending opens, and the checkpoint
+    -- the resumed attempt starts from
+    SELECT * FROM unnest(CAST(:wait_run_ids AS uuid[]), CAST(:waitpoint_ids AS uuid[]),
+                         CAST(:wait_names AS text[]), CAST(:wait_occurrences AS int[]),
+                         CAST(:wait_payloads AS jsonb[]), CAST(:wait_timeouts AS float8[]),
+                         CAST(:wait_states AS jsonb[]))
+        AS w(run_id, waitpoint_id, name, occurrence, payload, timeout_s, state)
 ), m AS (
     -- threads (§8): the messages each run added since its last checkpoint, ord their order
     SELECT x.run_id, x.message, x.ord
@@ -42,39 +50,50 @@ WITH f AS (
 ), t AS (
     -- "again" below: a retry with attempts left, or a release, goes back to pending, unless
     -- a cancel was requested: the claim skips such runs, so it would wait forever; cancelled.
-    -- A retry without attempts left is dead. The SET reads the row as locked (no stale read).
+    -- A retry without attempts left is dead; attempts that ended in a wait (wait_count) are
+    -- not failures and do not count. A wait with a cancel requested is cancelled too.
+    -- The SET reads the row as locked (no stale read).
     UPDATE agent_runs r
        SET status = CASE
                WHEN f.ending IN ('retry', 'released') AND r.cancel_requested_at IS NULL
-                    AND (f.ending = 'released' OR r.attempts < r.max_attempts) THEN 'pending'
-               WHEN f.ending IN ('retry', 'released') AND r.cancel_requested_at IS NOT NULL THEN 'cancelled'
+                    AND (f.ending = 'released' OR r.attempts - r.wait_count < r.max_attempts) THEN 'pending'
+               WHEN f.ending IN ('retry', 'released', 'waiting') AND r.cancel_requested_at IS NOT NULL
+               THEN 'cancelled'
                WHEN f.ending = 'retry' THEN 'dead'
-               ELSE f.ending END,  -- done, dead, cancelled: the status of the same name
+               ELSE f.ending END,  -- done, dead, cancelled, waiting: the status of the same name
            -- again after a retry: backoff min(retry_max_s, retry_base_s x 2^(attempts-1));
            -- after a release: at once, for another worker
            available_at = CASE
-               WHEN f.ending = 'retry' AND r.cancel_requested_at IS NULL AND r.attempts < r.max_attempts
+               WHEN f.ending = 'retry' AND r.cancel_requested_at IS NULL AND r.attempts - r.wait_count < r.max_attempts
                THEN now() + make_interval(secs => least(CAST(:retry_max_s AS float8),
-                                CAST(:retry_base_s AS float8) * power(2, r.attempts - 1)))
+                                CAST(:retry_base_s AS float8) * power(2, r.attempts - r.wait_count - 1)))
                WHEN f.ending = 'released' AND r.cancel_requested_at IS NULL THEN now()
                ELSE r.available_at END,
            queue_rank = CASE
-               WHEN f.ending = 'retry' AND r.cancel_requested_at IS NULL AND r.attempts < r.max_attempts
+               WHEN f.ending = 'retry' AND r.cancel_requested_at IS NULL AND r.attempts - r.wait_count < r.max_attempts
                THEN now() + make_interval(secs => least(CAST(:retry_max_s AS float8),
-                                CAST(:retry_base_s AS float8) * power(2, r.attempts - 1)))
+                                CAST(:retry_base_s AS float8) * power(2, r.attempts - r.wait_count - 1)))
                     - make_interval(secs => r.priority * CAST(:aging_s AS float8))
                WHEN f.ending = 'released' AND r.cancel_requested_at IS NULL
                THEN now() - make_interval(secs => r.priority * CAST(:aging_s AS float8))
                ELSE r.queue_rank END,
            finished_at = CASE
                WHEN f.ending IN ('retry', 'released') AND r.cancel_requested_at IS NULL
-                    AND (f.ending = 'released' OR r.attempts < r.max_attempts) THEN NULL
+                    AND (f.ending = 'released' OR r.attempts - r.wait_count < r.max_attempts) THEN NULL
+               WHEN f.ending = 'waiting' AND r.cancel_requested_at IS NULL THEN NULL
                ELSE now() END,
            output = CASE WHEN f.ending = 'done' THEN f.output ELSE r.output END,
            -- a done run shows no error (earlier failures stay in the event log); a cancel
            -- keeps the last attempt's
            error_code = CASE WHEN f.ending = 'cancelled' THEN r.error_code ELSE f.error_code END,
            error_message = CASE WHEN f.ending = 'cancelled' THEN r.error_message ELSE f.error_message END,
+           -- the open waitpoint, as run JSON and run.waiting show it
+           waitpoint = CASE WHEN f.ending = 'waiting' AND r.cancel_requested_at IS NULL THEN
+               (SELECT jsonb_build_object('waitpoint_id', w.waitpoint_id, 'name', w.name, 'payload', w.payload,
+                                          'expires_at', now() + make_interval(secs => w.timeout_s))
+                  FROM w WHERE w.run_id = r.id) END,
+           wait_count = r.wait_count + CASE WHEN f.ending = 'waiting' AND r.cancel_requested_at IS NULL
+                                            THEN 1 ELSE 0 END,
            lease_id = NULL, locked_by = NULL, locked_until = NULL, leased_at = NULL, heartbeat_at = NULL,
            last_event_seq = r.last_event_seq + coalesce((SELECT max(e.n) FROM e WHERE e.run_id = r.id), 0) + 1,
            -- usage: the delta added key by key
@@ -90,7 +109,7 @@ WITH f AS (
     -- not the input: decoding it again for every finished run costs more than a no-op run
     RETURNING r.id, r.status, r.attempts, r.output, r.available_at, r.updated_at, r.finished_at,
               r.locked_by, r.locked_until, r.error_code, r.error_message, r.cancel_reason,
-              r.last_event_seq, f.ending, r.thread_id
+              r.last_event_seq, r.waitpoint, f.ending, r.thread_id
 ), ev AS (
     -- only the runs whose lease held (t), so a lost lease drops that run's events alone
     INSERT INTO run_events (run_id, seq, type, data, attempt)
@@ -101,9 +120,11 @@ WITH f AS (
            CASE t.status WHEN 'done' THEN 'run.completed'
                          WHEN 'pending' THEN 'run.retrying'
                          WHEN 'cancelled' THEN 'run.cancelled'
+                         WHEN 'waiting' THEN 'run.waiting'
                          ELSE 'run.failed' END,
            CASE t.status
                 WHEN 'done' THEN jsonb_build_object('output', t.output)
+                WHEN 'waiting' THEN t.waitpoint
                 WHEN 'pending' THEN jsonb_build_object('attempt', t.attempts, 'error_code', t.error_code,
                                                        'available_at', t.available_at)
                 WHEN 'cancelled' THEN jsonb_build_object('reason', t.cancel_reason)
@@ -128,6 +149,29 @@ WITH f AS (
            output_tokens = h.output_tokens + excluded.output_tokens,
            model_calls = h.model_calls + excluded.model_calls,
            tool_calls = h.tool_calls + excluded.tool_calls
+), waited AS (
+    -- waits: the waitpoint, per run, name and occurrence; a wait asked again at the same
+    -- place (a requeued run that was cancelled while waiting) opens it again
+    INSERT INTO waitpoints (waitpoint_id, run_id, name, occurrence, payload, expires_at, attempt)
+    SELECT w.waitpoint_id, t.id, w.name, w.occurrence, w.payload,
+           now() + make_interval(secs => w.timeout_s), t.attempts
+      FROM t JOIN w ON w.run_id = t.id
+     WHERE t.status = 'waiting'
+    ON CONFLICT (run_id, name, occurrence) DO UPDATE
+       SET waitpoint_id = excluded.waitpoint_id, payload = excluded.payload,
+           expires_at = excluded.expires_at, attempt = excluded.attempt, created_at = now(),
+           resumed_at = NULL, value = NULL, timed_out = false, cancelled_at = NULL
+    RETURNING run_id
+), wait_checkpoint AS (
+    -- waits: the checkpoint with the wait, so the resumed attempt starts where this one stopped
+    INSERT INTO run_checkpoints (run_id, state, attempt, event_seq)
+    SELECT t.id, w.state, t.attempts, t.last_event_seq
+      FROM t JOIN w ON w.run_id = t.id
+     WHERE t.status = 'waiting' AND w.state IS NOT NULL
+    ON CONFLICT (run_id) DO UPDATE
+       SET state = excluded.state, attempt = excluded.attempt, event_seq = excluded.event_seq,
+           created_at = now()
+    RETURNING run_id
 ), mt AS (
     -- threads (§8): an ending writes the messages added since the last checkpoint only when the
     -- agent finished or was stopped (done, cancelled; not rolled back): a retry resumes from

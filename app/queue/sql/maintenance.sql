@@ -8,6 +8,7 @@ SELECT pg_try_advisory_xact_lock(hashtext('runq.reaper'));
 -- name: reap_expired
 -- Expired leases back to pending, or dead (lease_expired) once attempts are used up, or
 -- cancelled when a cancel was requested; each with its outcome event; idle workers woken.
+-- Attempts that ended in a wait (wait_count) do not count toward max_attempts.
 WITH expired AS (
     SELECT id AS expired_id FROM agent_runs
      WHERE status = 'leased' AND locked_until < now()
@@ -16,15 +17,15 @@ WITH expired AS (
        FOR UPDATE SKIP LOCKED
 ), t AS (
     UPDATE agent_runs
-       SET status = CASE WHEN cancel_requested_at IS NULL AND attempts < max_attempts THEN 'pending'
+       SET status = CASE WHEN cancel_requested_at IS NULL AND attempts - wait_count < max_attempts THEN 'pending'
                          WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'
                          ELSE 'dead' END,
-           available_at = CASE WHEN cancel_requested_at IS NULL AND attempts < max_attempts
+           available_at = CASE WHEN cancel_requested_at IS NULL AND attempts - wait_count < max_attempts
                                THEN now() ELSE available_at END,
-           queue_rank = CASE WHEN cancel_requested_at IS NULL AND attempts < max_attempts
+           queue_rank = CASE WHEN cancel_requested_at IS NULL AND attempts - wait_count < max_attempts
                              THEN now() - make_interval(secs => priority * CAST(:aging_s AS float8))
                              ELSE queue_rank END,
-           finished_at = CASE WHEN cancel_requested_at IS NULL AND attempts < max_attempts
+           finished_at = CASE WHEN cancel_requested_at IS NULL AND attempts - wait_count < max_attempts
                               THEN NULL ELSE now() END,
            lease_id = NULL, locked_by = NULL, locked_until = NULL, leased_at = NULL, heartbeat_at = NULL,
            error_code = CASE WHEN cancel_requested_at IS NULL THEN 'lease_expired' ELSE error_code END,
@@ -69,7 +70,7 @@ UPDATE agent_runs r SET detached_at = greatest(r.detached_at, s.last_seen)
 -- name: pick_abandoned
 -- Interactive runs nobody has watched for their grace window, locked for request_cancel.
 SELECT r.id FROM agent_runs r
- WHERE r.on_disconnect = 'cancel' AND r.status IN ('pending', 'leased') AND r.cancel_requested_at IS NULL
+ WHERE r.on_disconnect = 'cancel' AND r.status IN ('pending', 'leased', 'waiting') AND r.cancel_requested_at IS NULL
    AND NOT EXISTS (SELECT 1 FROM run_subscribers s
                     WHERE s.run_id = r.id
                       AND s.seen_at > now() - make_interval(secs => :presence_ttl_s))

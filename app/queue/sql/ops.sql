@@ -4,7 +4,7 @@
 -- Admin: a dead or cancelled run back to pending at attempt 0 with run.queued, history kept.
 WITH t AS (
     UPDATE agent_runs
-       SET status = 'pending', attempts = 0, available_at = now(),
+       SET status = 'pending', attempts = 0, wait_count = 0, waitpoint = NULL, available_at = now(),
            queue_rank = now() - make_interval(secs => priority * CAST(:aging_s AS float8)),
            finished_at = NULL, output = NULL, cancel_requested_at = NULL, cancel_reason = NULL,
            error_code = NULL, error_message = NULL, detached_at = NULL,
@@ -50,6 +50,7 @@ SELECT count(*) FROM agent_runs
 -- scrape costs the same with millions of finished runs as with none.
 SELECT (SELECT count(*) FROM agent_runs WHERE status = 'pending') AS pending,
        (SELECT count(*) FROM agent_runs WHERE status = 'leased') AS leased,
+       (SELECT count(*) FROM agent_runs WHERE status = 'waiting') AS waiting,
        (SELECT coalesce(extract(epoch FROM now() - min(available_at)), 0) FROM agent_runs
          WHERE status = 'pending' AND available_at <= now()) AS oldest_pending_age_s,
        -- threads (§8): due runs held back by an earlier run of their thread

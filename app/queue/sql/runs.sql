@@ -80,22 +80,30 @@ SELECT * FROM agent_runs
  LIMIT :limit;
 
 -- name: request_cancel
--- Stop runs: a pending one is cancelled at once (run.cancel_requested, run.cancelled); a leased
+-- Stop runs: a pending or waiting one is cancelled at once (run.cancel_requested, run.cancelled,
+-- its waitpoint closed); a leased
 -- one only asks (run.cancel_requested), and the worker holding it, woken on the cancel
 -- channel, finishes it. A repeat while a cancel is under way, or a finished run, changes nothing.
 WITH t AS (
     -- on the right of SET, status is the old one
     UPDATE agent_runs
-       SET status = CASE status WHEN 'pending' THEN 'cancelled' ELSE status END,
-           finished_at = CASE status WHEN 'pending' THEN now() ELSE finished_at END,
+       SET status = CASE WHEN status IN ('pending', 'waiting') THEN 'cancelled' ELSE status END,
+           finished_at = CASE WHEN status IN ('pending', 'waiting') THEN now() ELSE finished_at END,
+           waitpoint = NULL,
            cancel_requested_at = now(), cancel_reason = :reason,
            last_event_seq = last_event_seq + cardinality(CAST(:types AS text[]))
-                            + CASE status WHEN 'pending' THEN 1 ELSE 0 END,
+                            + CASE WHEN status IN ('pending', 'waiting') THEN 1 ELSE 0 END,
            updated_at = now()
      WHERE id = ANY(CAST(:run_ids AS uuid[]))
        AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
-       AND (status = 'pending' OR (status = 'leased' AND cancel_requested_at IS NULL))
+       AND (status IN ('pending', 'waiting') OR (status = 'leased' AND cancel_requested_at IS NULL))
     RETURNING *
+), closed AS (
+    -- waits: a cancelled run's open waitpoint can no longer be resumed
+    UPDATE waitpoints w SET cancelled_at = now()
+      FROM t
+     WHERE w.run_id = t.id AND t.status = 'cancelled' AND w.resumed_at IS NULL AND w.cancelled_at IS NULL
+    RETURNING w.run_id
 ), ev AS (
     INSERT INTO run_events (run_id, seq, type, data, attempt)
     SELECT t.id, t.last_event_seq - CASE t.status WHEN 'cancelled' THEN 1 ELSE 0 END

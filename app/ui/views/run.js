@@ -1,4 +1,4 @@
-// One run: its facts, Stop and (for admins) Requeue, and its live event stream.
+// One run: its facts, Stop and (for admins) Requeue, the answer to its wait, and its live event stream.
 
 import { ApiError } from "../api.js";
 import { ago, h, json, notice, replace, shortId, statusBadge } from "../dom.js";
@@ -6,6 +6,7 @@ import { EventLog } from "../events.js";
 import { followRun } from "../client.js";
 import { deliveriesPanel } from "./deliveries.js";
 import { autoRefresh } from "./refresh.js";
+import { waitpointPanel } from "./waitpoint.js";
 
 const REFRESH_MS = 2000;
 const TERMINAL = new Set(["done", "dead", "cancelled"]);
@@ -46,6 +47,7 @@ export function mountRun(view, { api, route }) {
   const streamNote = h("div");
   const log = new EventLog();
   const deliveries = deliveriesPanel(api, id);
+  const waitpoint = waitpointPanel(api, id, { onResumed: () => refresh.now() });
   let stream = null; // the follower of the run's events (client.js), while one is running
   let lastSeq = 0;
 
@@ -111,6 +113,7 @@ export function mountRun(view, { api, route }) {
     title.replaceChildren("Run ", h("span", { class: "mono" }, shortId(id)));
     replace(badge, statusBadge(run.status));
     renderActions();
+    waitpoint.show(run);
     replace(
       facts,
       fact("Run id", h("code", {}, run.id)),
@@ -160,6 +163,7 @@ export function mountRun(view, { api, route }) {
       h("a", { href: "#/runs", class: "back" }, "← Runs"),
       h("div", { class: "page-head" }, h("div", { class: "title-line" }, title, badge), actions),
       message,
+      waitpoint.el,
       h("div", { class: "card" }, facts, payloads),
       deliveries.el,
       h("section", { class: "events", "aria-labelledby": "events-title" },

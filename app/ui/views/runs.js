@@ -6,7 +6,7 @@ import { ago, h, keepFocus, notice, replace, shortId, statusBadge } from "../dom
 import { autoRefresh } from "./refresh.js";
 import { table } from "./table.js";
 
-export const STATUSES = ["pending", "leased", "done", "dead", "cancelled"];
+export const STATUSES = ["pending", "leased", "waiting", "done", "dead", "cancelled"];
 const PAGE = 50;
 const MAX_PAGE = 200; // the API's largest page
 const COUNT_CAP = 100; // tenants have no stats route: counts past this show as "100+"

@@ -46,6 +46,11 @@ class History:
         if http_status == 202:
             self.runs[run_id]["cancel_acked"] = run_status
 
+    def resumed(self, run_id: str, *, value: Any, http_status: int) -> None:
+        """A resume answered: 202 (this one won) or 409 (an earlier try whose answer was lost did)."""
+        self.record("resume_answer", run_id=run_id, http_status=http_status)
+        self.runs[run_id]["resumed_with"] = value
+
     def fault(self, kind: str, **fields: Any) -> None:
         self.record("fault", kind=kind, **fields)
 
@@ -58,6 +63,7 @@ class History:
                 input=run["input"],
                 cancel_sent=bool(run.get("cancel_sent")),
                 cancel_acked=run.get("cancel_acked") is not None,
+                resumed_with=run.get("resumed_with"),
             )
             for run_id, run in self.runs.items()
         }

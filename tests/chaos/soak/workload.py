@@ -50,6 +50,10 @@ def run_body(rng: random.Random, i: int) -> tuple[dict[str, Any], bool]:
         demo["effect"] = f"charge-{i}"
     elif roll < 0.31:
         demo["shell"] = "echo soak"
+    elif roll < 0.37:
+        demo["wait"] = "soak"  # the soak resumes it (Clients.resume_when_waiting)
+    elif roll < 0.39:
+        demo |= {"wait": "soak", "wait_timeout_s": 0.3}  # nobody answers: the reaper times it out
     body = {"agent": "demo", "input": demo, "max_attempts": max_attempts, "priority": rng.randint(-3, 3)}
     return body, cancel
 
@@ -91,6 +95,29 @@ class Clients:
                 raise AssertionError(f"create {key} not acknowledged before the deadline")
             await asyncio.sleep(RETRY_S)
         raise AssertionError("unreachable")
+
+    async def resume_when_waiting(self, run_id: str, value: Any) -> None:
+        """Once the run waits, resume it with ``value``, retrying what got no answer."""
+        point = None
+        while point is None:
+            seen = await self._call(0, "GET", f"/runs/{run_id}", headers=self.headers)
+            if seen is not None and seen.status_code == 200 and seen.json()["status"] == "waiting":
+                point = seen.json()["waitpoint"]["waitpoint_id"]
+            elif time.monotonic() > self.deadline:
+                raise AssertionError(f"run {run_id} did not wait before the deadline")
+            else:
+                await asyncio.sleep(RETRY_S)
+        body = {"waitpoint_id": point, "value": value}
+        for tries in range(1, 10_000):
+            response = await self._call(tries, "POST", f"/runs/{run_id}/resume", json=body, headers=self.headers)
+            if response is not None and response.status_code in (202, 409):
+                self.history.resumed(run_id, value=value, http_status=response.status_code)
+                return
+            if response is not None and response.status_code < 500:
+                raise AssertionError(f"resume of {run_id} answered {response.status_code}: {response.text}")
+            if time.monotonic() > self.deadline:
+                raise AssertionError(f"resume of {run_id} not answered before the deadline")
+            await asyncio.sleep(RETRY_S)
 
     async def cancel_later(self, run_id: str, delay_s: float) -> None:
         """After ``delay_s``, look at the run and ask to stop it (running, usually)."""

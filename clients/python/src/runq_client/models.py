@@ -167,12 +167,14 @@ class Message(_Model):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StreamToken(_Model):
-    """A short-lived token for one run's events (for a browser ``EventSource``)."""
+    """A short-lived token for one run (for a browser): ``read`` its events, and with the
+    ``resume`` scope ``POST /runs/{id}/resume?token=…``."""
 
     _datetimes: ClassVar[frozenset[str]] = frozenset({"expires_at"})
 
     token: str
     expires_at: datetime
+    scopes: list[str] = field(default_factory=lambda: ["read"])
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
