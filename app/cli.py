@@ -16,7 +16,14 @@ import uuid
 from collections.abc import Sequence
 
 from app import cli_follow, cli_hooks
-from app.console import describe_error, describe_usage, parse_duration, parse_json, print_json, print_table
+from app.console import (
+    describe_error,
+    describe_usage,
+    parse_duration,
+    parse_json,
+    print_json,
+    print_table,
+)
 from app.db.engine import engine_for
 from app.domain import Run, Status, Usage
 from app.queue import Queue, WorkerView
