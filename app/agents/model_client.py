@@ -9,15 +9,21 @@ counted (``runq_model_pool_wait_seconds``).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
 
 import httpx
 
+from app.agents.base import FatalError
 from app.metrics import MODEL_POOL_WAIT
+from app.redact import redact
 
 
 class TransientModelError(Exception):
@@ -96,3 +102,41 @@ async def close_shared_clients() -> None:
     """Close the running loop's shared clients (worker shutdown, test teardown)."""
     for found in _clients.pop(asyncio.get_running_loop(), {}).values():
         await found.client.aclose()
+
+
+def http_error(response: httpx.Response) -> Exception:
+    """408, 429 and 5xx are transient; any other status is the request's fault and fatal."""
+    message = f"HTTP {response.status_code}: {provider_message(_json_or_text(response))}"
+    if response.status_code in (408, 429) or response.status_code >= 500:
+        return TransientModelError(message, retry_after=_retry_after(response.headers))
+    return FatalError(redact(f"model request failed with {message}"), code="model_error")
+
+
+def _json_or_text(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return response.text
+
+
+def provider_message(body: Any) -> str:
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict) and error.get("message"):
+        return str(error["message"])[:1000]
+    return (body if isinstance(body, str) else json.dumps(body))[:1000] or "no message"
+
+
+def _retry_after(headers: httpx.Headers) -> float | None:
+    """``retry-after-ms`` (OpenAI), else ``Retry-After`` as seconds or an HTTP date."""
+    try:
+        if "retry-after-ms" in headers:
+            return max(0.0, float(headers["retry-after-ms"]) / 1000)
+        value = headers.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            return max(0.0, (parsedate_to_datetime(value) - datetime.now(UTC)).total_seconds())
+    except (ValueError, TypeError):
+        return None

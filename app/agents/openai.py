@@ -27,14 +27,17 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
 
 from app.agents.base import MAX_WAIT_S, FatalError, RetryableError, RunContext, WaitTimedOut
-from app.agents.model_client import TransientModelError, model_connections
+from app.agents.model_client import (
+    TransientModelError,
+    http_error,
+    model_connections,
+    provider_message,
+)
 from app.agents.tools import DEFAULT_TOOLS, Tool, ToolRegistry, ToolResult, invoke
 from app.redact import redact, redact_data
 from app.settings import Settings, get_settings
@@ -236,7 +239,7 @@ class OpenAIAgent:
             ):
                 if response.status_code != 200:
                     await response.aread()
-                    raise _http_error(response)
+                    raise http_error(response)
                 async for line in response.aiter_lines():
                     if not line.startswith("data:"):
                         continue  # blank separators, ": keep-alive" comments, "event:" lines
@@ -246,7 +249,7 @@ class OpenAIAgent:
                         break
                     chunk = json.loads(payload)
                     if "error" in chunk:
-                        raise TransientModelError(f"error in stream: {_provider_message(chunk)}")
+                        raise TransientModelError(f"error in stream: {provider_message(chunk)}")
                     for choice in chunk.get("choices") or ():
                         text = turn.add(choice.get("delta") or {})
                         if text:
@@ -259,44 +262,6 @@ class OpenAIAgent:
         if not turn.finished:
             raise TransientModelError("stream ended before the turn finished")
         return turn
-
-
-def _http_error(response: httpx.Response) -> Exception:
-    """408, 429 and 5xx are transient; any other status is the request's fault and fatal."""
-    message = f"HTTP {response.status_code}: {_provider_message(_json_or_text(response))}"
-    if response.status_code in (408, 429) or response.status_code >= 500:
-        return TransientModelError(message, retry_after=_retry_after(response.headers))
-    return FatalError(redact(f"model request failed with {message}"), code="model_error")
-
-
-def _json_or_text(response: httpx.Response) -> Any:
-    try:
-        return response.json()
-    except ValueError:
-        return response.text
-
-
-def _provider_message(body: Any) -> str:
-    error = body.get("error") if isinstance(body, dict) else None
-    if isinstance(error, dict) and error.get("message"):
-        return str(error["message"])[:1000]
-    return (body if isinstance(body, str) else json.dumps(body))[:1000] or "no message"
-
-
-def _retry_after(headers: httpx.Headers) -> float | None:
-    """``retry-after-ms`` (OpenAI), else ``Retry-After`` as seconds or an HTTP date."""
-    try:
-        if "retry-after-ms" in headers:
-            return max(0.0, float(headers["retry-after-ms"]) / 1000)
-        value = headers.get("retry-after")
-        if value is None:
-            return None
-        try:
-            return max(0.0, float(value))
-        except ValueError:
-            return max(0.0, (parsedate_to_datetime(value) - datetime.now(UTC)).total_seconds())
-    except (ValueError, TypeError):
-        return None
 
 
 def _request_base(input: Mapping[str, Any], settings: Settings) -> dict[str, Any]:
