@@ -43,10 +43,11 @@ BUSINESS_RULES = {
     ("positive_data_acceptance", "POST /schedules", "webhook_url_invalid"),
     ("positive_data_acceptance", "POST /schedules", "webhook_url_unresolvable"),
     ("positive_data_acceptance", "POST /schedules", "webhook_url_forbidden"),
-    # Five cron fields that cronsim accepts, and exactly one of cron / every_s (docs/schedules.md).
+    # Five cron fields that cronsim accepts, exactly one of cron / every_s, and a time zone that
+    # zoneinfo knows (docs/schedules.md).
     ("positive_data_acceptance", "POST /schedules", "invalid_cron"),
     ("positive_data_acceptance", "POST /schedules", "invalid_schedule"),
-    ("positive_data_acceptance", "POST /schedules", "invalid_timezone"),
+    ("positive_data_acceptance", "POST /schedules", "unknown_timezone"),
     ("positive_data_acceptance", "POST /schedules", "validation_error"),
     # The stateful phase follows the link from POST /schedules to the schedule routes also when
     # that create was refused (its examples name a webhook host that does not resolve here), and
@@ -56,9 +57,11 @@ BUSINESS_RULES = {
     ("positive_data_acceptance", "DELETE /schedules/{schedule_id}", "invalid_id"),
     # Last-Event-ID is a seq, and seqs are int4: ten digits above 2147483647 are no seq.
     ("positive_data_acceptance", "GET /runs/{run_id}/events", "invalid_cursor"),
-    # jsonb cannot store NUL characters or lone surrogates, at any depth of `input` or in a note.
+    # jsonb cannot store NUL characters or lone surrogates, at any depth of `input`, in a note or
+    # in a resume value.
     ("positive_data_acceptance", "POST /runs", "validation_error"),
     ("positive_data_acceptance", "POST /runs/{run_id}/cancel", "validation_error"),
+    ("positive_data_acceptance", "POST /runs/{run_id}/resume", "validation_error"),
     # Cancelling a run that has already finished is a conflict by design (DESIGN §2).
     ("positive_data_acceptance", "POST /runs/{run_id}/cancel", "run_finished"),
     # Threads (docs/threads.md): cursors are opaque; a thread run's body is a run's body (its
