@@ -8,6 +8,7 @@ import os
 import secrets
 import socket
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from enum import StrEnum
@@ -25,6 +26,38 @@ class Status(StrEnum):
 
 
 TERMINAL = frozenset({Status.DONE, Status.DEAD, Status.CANCELLED})
+
+
+class Usage(NamedTuple):
+    """What a run consumed, over all its attempts (docs/usage.md)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    model_calls: int = 0
+    tool_calls: int = 0
+
+    @classmethod
+    def of(cls, stored: Mapping[str, Any] | None) -> Usage:
+        """From the stored object; a key it lacks is 0 (runs from before usage was counted)."""
+        if not stored:
+            return NO_USAGE  # a run that has consumed nothing yet: most claims
+        return cls(*(int(stored.get(name) or 0) for name in cls._fields))
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def plus(self, other: Usage) -> Usage:
+        return Usage(*(a + b for a, b in zip(self, other, strict=True)))
+
+    def minus(self, other: Usage) -> Usage:
+        return Usage(*(a - b for a, b in zip(self, other, strict=True)))
+
+    def as_dict(self) -> dict[str, int]:
+        return self._asdict()
+
+
+NO_USAGE = Usage()
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +87,8 @@ class Run:
     locked_until: datetime | None
     schedule_id: uuid.UUID | None = None
     thread_id: uuid.UUID | None = None
+    usage: Usage = NO_USAGE
+    traceparent: str | None = None  # W3C trace context of the request that created the run
     waitpoint: dict[str, Any] | None = None  # the open waitpoint while waiting
     wait_count: int = 0  # claims that ended in a wait; they do not count toward max_attempts
 
@@ -69,6 +104,7 @@ class Run:
         for i in _RUN_JSON:
             values[i] = _json(values[i])
         values[_RUN_STATUS] = Status(values[_RUN_STATUS])
+        values[_RUN_USAGE] = Usage.of(_json(values[_RUN_USAGE]))
         return cls(*values)
 
 
@@ -82,6 +118,7 @@ _RUN_NAMES = [{"input": "input_json", "budget": "budget_json"}.get(f.name, f.nam
 _RUN_COLUMNS = itemgetter(*_RUN_NAMES)
 _RUN_JSON = [_RUN_NAMES.index(name) for name in ("input_json", "budget_json", "output", "waitpoint")]
 _RUN_STATUS = _RUN_NAMES.index("status")
+_RUN_USAGE = _RUN_NAMES.index("usage")
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from app.metrics import RESUMES, RUNS_CREATED, WAIT_SECONDS, count_ending
 from app.queue import NewRun, request_hash
 from app.redact import redact, redact_data
 from app.ssrf import UrlGuard
+from app.tracing import run_traceparent
 
 router = APIRouter(tags=["runs"])
 
@@ -49,6 +50,7 @@ SSE_MEDIA_TYPE = "text/event-stream"
 )
 async def create_run(
     body: CreateRun,
+    http_request: Request,
     principal: Tenant,
     runtime: RuntimeDep,
     response: Response,
@@ -59,7 +61,10 @@ async def create_run(
     ] = None,
 ) -> RunOut:
     """Create a run; it is pending at once and a worker picks it up."""
-    new = await new_run(body, principal, runtime, guard, idempotency_key)
+    new = await new_run(
+        body, principal, runtime, guard, idempotency_key,
+        traceparent=run_traceparent(http_request.headers.get("traceparent")),
+    )
     run, created = await runtime.queue.enqueue(**{f: getattr(new, f) for f in NewRun.__dataclass_fields__})
     if created:
         RUNS_CREATED.labels(agent=run.agent).inc()
@@ -69,7 +74,13 @@ async def create_run(
 
 
 async def new_run(
-    body: CreateRun, principal: Principal, runtime: Runtime, guard: UrlGuard, idempotency_key: str | None
+    body: CreateRun,
+    principal: Principal,
+    runtime: Runtime,
+    guard: UrlGuard,
+    idempotency_key: str | None,
+    *,
+    traceparent: str | None = None,
 ) -> NewRun:
     """The run a create body asks for, checked (agent, webhook URL), with its request digest
     for idempotent repeats (the whole body: a thread run's strategy too)."""
@@ -99,6 +110,7 @@ async def new_run(
         idempotency_key=idempotency_key,
         request_digest=request_hash(request) if idempotency_key else None,
         webhook=webhook,
+        traceparent=traceparent,
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, Path, Query, Response, status
+from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response, status
 
 from app.api.auth import Tenant
 from app.api.deps import RuntimeDep
@@ -28,6 +28,7 @@ from app.api.webhooks import UrlGuardDep
 from app.domain import Status, Strategy
 from app.metrics import RUNS_CREATED, count_ending
 from app.queue import request_hash
+from app.tracing import run_traceparent
 
 router = APIRouter(tags=["threads"])
 
@@ -178,6 +179,7 @@ def _check_message_sizes(body: CreateThreadRun) -> None:
 )
 async def create_thread_run(
     body: CreateThreadRun,
+    http_request: Request,
     principal: Tenant,
     thread_id: ThreadIdPath,
     runtime: RuntimeDep,
@@ -189,7 +191,10 @@ async def create_thread_run(
     ``multitask_strategy`` says what happens to those still in flight (409 ``thread_busy`` for
     ``reject``)."""
     _check_message_sizes(body)
-    new = await new_run(body, principal, runtime, guard, idempotency_key)
+    new = await new_run(
+        body, principal, runtime, guard, idempotency_key,
+        traceparent=run_traceparent(http_request.headers.get("traceparent")),
+    )
     run, created, cancelled = await runtime.queue.enqueue_in_thread(
         thread_id, new, strategy=Strategy(body.multitask_strategy)
     )

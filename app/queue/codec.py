@@ -6,10 +6,11 @@ import hashlib
 import json
 import math
 import re
+import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from app.domain import Delivery, Event, Schedule, Thread, ThreadMessage
+from app.domain import Delivery, Event, Schedule, Thread, ThreadMessage, Usage
 
 NewEvents = Sequence[tuple[str, Mapping[str, Any]]]
 NewMessages = Sequence[Mapping[str, Any]]  # thread messages in OpenAI chat format
@@ -65,6 +66,20 @@ def messages_params(messages: Sequence[tuple[Any, NewMessages]]) -> dict[str, li
         "message_run_ids": [run_id for run_id, batch in messages for _ in batch],
         "messages": [dumps(m) for _, batch in messages for m in batch],
     }
+
+
+class _WithUsage(Protocol):
+    @property
+    def run_id(self) -> uuid.UUID: ...
+    @property
+    def usage(self) -> Usage | None: ...
+
+
+def usage_params(items: Sequence[_WithUsage]) -> dict[str, list[Any]]:
+    """``:usage_run_ids`` and ``:usages``, the deltas a statement adds to runs' usage (only the
+    runs that consumed something: the others' usage and tenant hours are left untouched)."""
+    used = [(item.run_id, item.usage) for item in items if item.usage is not None and any(item.usage)]
+    return {"usage_run_ids": [run_id for run_id, _ in used], "usages": [dumps(u.as_dict()) for _, u in used]}
 
 
 def request_hash(body: Mapping[str, Any]) -> str:

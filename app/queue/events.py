@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.domain import Event, EventSlice, LeaseLost, Status
+from app.domain import Event, EventSlice, LeaseLost, Status, Usage
 from app.queue.codec import (
     NewEvents,
     NewMessages,
@@ -17,6 +17,7 @@ from app.queue.codec import (
     events_params,
     loads,
     messages_params,
+    usage_params,
 )
 from app.queue.statements import statement
 from app.queue.store import Store
@@ -41,6 +42,7 @@ class Appended:
     events: NewEvents = ()
     state: Any = None  # None: no checkpoint with these events
     messages: NewMessages = ()  # thread messages, stored only with a checkpoint
+    usage: Usage | None = None  # consumed since the run's last stored write (with a checkpoint)
 
 
 class Events(Store):
@@ -60,6 +62,7 @@ class Events(Store):
             "event_run_ids": [a.run_id for a in ordered for _ in a.events],
             **events_params([event for a in ordered for event in a.events]),
             **messages_params([(a.run_id, a.messages) for a in ordered]),
+            **usage_params(ordered),
         }
         async with self._statement() as conn:
             rows = (await conn.execute(APPEND_EVENTS_IF_LEASED, params)).all()

@@ -15,6 +15,11 @@ WITH a AS (
            count(*) OVER (PARTITION BY x.run_id) AS n
       FROM unnest(CAST(:event_run_ids AS uuid[]), CAST(:types AS text[]), CAST(:datas AS jsonb[]))
               WITH ORDINALITY AS x(run_id, type, data, ord)
+), u AS (
+    -- usage (docs/usage.md): what a run consumed since its last stored write, sent with its
+    -- checkpoint only, so what an attempt used after its last checkpoint is stored once: by
+    -- its next checkpoint or ending, or (when the attempt is lost) by the attempt that redoes it
+    SELECT * FROM unnest(CAST(:usage_run_ids AS uuid[]), CAST(:usages AS jsonb[])) AS u(run_id, delta)
 ), m AS (
     -- threads (§8): the messages each run added since its last checkpoint, ord their order
     SELECT x.run_id, x.message, x.ord
@@ -40,6 +45,11 @@ WITH a AS (
     -- to the API's writes (a cancel request appends its event under the same lock)
     UPDATE agent_runs r
        SET last_event_seq = r.last_event_seq + coalesce((SELECT max(e.n) FROM e WHERE e.run_id = r.id), 0),
+           -- usage: the delta added key by key
+           usage = coalesce((SELECT jsonb_object_agg(k, coalesce((r.usage ->> k)::bigint, 0)
+                                                        + coalesce((u.delta ->> k)::bigint, 0))
+                               FROM u, jsonb_object_keys(r.usage || u.delta) AS k
+                              WHERE u.run_id = r.id), r.usage),
            updated_at = now()
       FROM locked, a
      WHERE r.id = locked.id AND a.run_id = r.id AND r.lease_id = a.lease_id AND r.status = 'leased'
@@ -57,6 +67,23 @@ WITH a AS (
        SET state = excluded.state, attempt = excluded.attempt, event_seq = excluded.event_seq,
            created_at = now()
     RETURNING run_id
+), hourly AS (
+    -- usage: the same deltas per tenant and hour (admin stats: tokens over the last 24 h), for
+    -- the runs whose lease held; in tenant order, so statements of two workers lock rows alike
+    INSERT INTO tenant_usage_hourly AS h (tenant_id, hour, input_tokens, output_tokens, model_calls, tool_calls)
+    SELECT r.tenant_id, date_trunc('hour', now()),
+           sum(coalesce((u.delta ->> 'input_tokens')::bigint, 0)),
+           sum(coalesce((u.delta ->> 'output_tokens')::bigint, 0)),
+           sum(coalesce((u.delta ->> 'model_calls')::bigint, 0)),
+           sum(coalesce((u.delta ->> 'tool_calls')::bigint, 0))
+      FROM u JOIN t ON t.id = u.run_id JOIN agent_runs r ON r.id = u.run_id
+     GROUP BY r.tenant_id
+     ORDER BY r.tenant_id
+    ON CONFLICT (tenant_id, hour) DO UPDATE
+       SET input_tokens = h.input_tokens + excluded.input_tokens,
+           output_tokens = h.output_tokens + excluded.output_tokens,
+           model_calls = h.model_calls + excluded.model_calls,
+           tool_calls = h.tool_calls + excluded.tool_calls
 ), mt AS (
     -- threads (§8): messages go with a checkpoint only, never from a run being rolled back;
     -- each numbered after its thread's history (gapless under the thread's row lock)

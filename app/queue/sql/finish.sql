@@ -44,6 +44,9 @@ WITH f AS (
            count(*) OVER (PARTITION BY x.run_id) AS n
       FROM unnest(CAST(:event_run_ids AS uuid[]), CAST(:types AS text[]), CAST(:datas AS jsonb[]))
               WITH ORDINALITY AS x(run_id, type, data, ord)
+), u AS (
+    -- usage (docs/usage.md): what the attempt consumed since its last checkpoint
+    SELECT * FROM unnest(CAST(:usage_run_ids AS uuid[]), CAST(:usages AS jsonb[])) AS u(run_id, delta)
 ), t AS (
     -- "again" below: a retry with attempts left, or a release, goes back to pending, unless
     -- a cancel was requested: the claim skips such runs, so it would wait forever; cancelled.
@@ -93,6 +96,11 @@ WITH f AS (
                                             THEN 1 ELSE 0 END,
            lease_id = NULL, locked_by = NULL, locked_until = NULL, leased_at = NULL, heartbeat_at = NULL,
            last_event_seq = r.last_event_seq + coalesce((SELECT max(e.n) FROM e WHERE e.run_id = r.id), 0) + 1,
+           -- usage: the delta added key by key
+           usage = coalesce((SELECT jsonb_object_agg(k, coalesce((r.usage ->> k)::bigint, 0)
+                                                        + coalesce((u.delta ->> k)::bigint, 0))
+                               FROM u, jsonb_object_keys(r.usage || u.delta) AS k
+                              WHERE u.run_id = r.id), r.usage),
            updated_at = now()
       FROM f, locked
      WHERE r.id = locked.id AND r.id = f.run_id AND r.lease_id = f.lease_id AND r.status = 'leased'
@@ -124,6 +132,23 @@ WITH f AS (
            t.attempts, t.history_at
       FROM t
     RETURNING run_id
+), hourly AS (
+    -- usage: the same deltas per tenant and hour, for the runs whose lease held; in tenant
+    -- order, so statements of two workers lock rows alike
+    INSERT INTO tenant_usage_hourly AS h (tenant_id, hour, input_tokens, output_tokens, model_calls, tool_calls)
+    SELECT r.tenant_id, date_trunc('hour', now()),
+           sum(coalesce((u.delta ->> 'input_tokens')::bigint, 0)),
+           sum(coalesce((u.delta ->> 'output_tokens')::bigint, 0)),
+           sum(coalesce((u.delta ->> 'model_calls')::bigint, 0)),
+           sum(coalesce((u.delta ->> 'tool_calls')::bigint, 0))
+      FROM u JOIN t ON t.id = u.run_id JOIN agent_runs r ON r.id = u.run_id
+     GROUP BY r.tenant_id
+     ORDER BY r.tenant_id
+    ON CONFLICT (tenant_id, hour) DO UPDATE
+       SET input_tokens = h.input_tokens + excluded.input_tokens,
+           output_tokens = h.output_tokens + excluded.output_tokens,
+           model_calls = h.model_calls + excluded.model_calls,
+           tool_calls = h.tool_calls + excluded.tool_calls
 ), waited AS (
     -- waits: the waitpoint, per run, name and occurrence; a wait asked again at the same
     -- place (a requeued run that was cancelled while waiting) opens it again
