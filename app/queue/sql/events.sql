@@ -8,31 +8,11 @@
 WITH a AS (
     SELECT * FROM unnest(CAST(:run_ids AS uuid[]), CAST(:lease_ids AS uuid[]), CAST(:states AS jsonb[]))
         AS a(run_id, lease_id, state)
-), e AS (
-    -- every run's new events; k numbers one run's events from 1, n counts them
-    SELECT x.run_id, x.type, x.data,
-           row_number() OVER (PARTITION BY x.run_id ORDER BY x.ord) AS k,
-           count(*) OVER (PARTITION BY x.run_id) AS n
-      FROM unnest(CAST(:event_run_ids AS uuid[]), CAST(:types AS text[]), CAST(:datas AS jsonb[]))
-              WITH ORDINALITY AS x(run_id, type, data, ord)
-), u AS (
-    -- usage (docs/usage.md): what a run consumed since its last stored write, sent with its
-    -- checkpoint only, so what an attempt used after its last checkpoint is stored once: by
-    -- its next checkpoint or ending, or (when the attempt is lost) by the attempt that redoes it
-    SELECT * FROM unnest(CAST(:usage_run_ids AS uuid[]), CAST(:usages AS jsonb[])) AS u(run_id, delta)
-), m AS (
-    -- threads (§8): the messages each run added since its last checkpoint, ord their order
-    SELECT x.run_id, x.message, x.ord
-      FROM unnest(CAST(:message_run_ids AS uuid[]), CAST(:messages AS jsonb[]))
-              WITH ORDINALITY AS x(run_id, message, ord)
-), thread_locked AS MATERIALIZED (
-    -- threads (§8): the threads that get messages, locked before their runs, as the API's
-    -- thread routes lock them (a thread, then its runs): no deadlock between the two
-    SELECT th.id FROM threads th
-     WHERE th.id IN (SELECT r.thread_id FROM agent_runs r WHERE r.id IN (SELECT m.run_id FROM m))
-     ORDER BY th.id
-       FOR UPDATE OF th
-), locked AS MATERIALIZED (
+),
+${part:buffered_events},
+${part:usage_deltas},
+${part:thread_messages},
+locked AS MATERIALIZED (
     -- rows locked in id order, as the heartbeat and the endings lock them: batched statements
     -- of one worker over the same runs never deadlock
     SELECT r.id FROM agent_runs r JOIN a ON a.run_id = r.id
@@ -45,11 +25,7 @@ WITH a AS (
     -- to the API's writes (a cancel request appends its event under the same lock)
     UPDATE agent_runs r
        SET last_event_seq = r.last_event_seq + coalesce((SELECT max(e.n) FROM e WHERE e.run_id = r.id), 0),
-           -- usage: the delta added key by key
-           usage = coalesce((SELECT jsonb_object_agg(k, coalesce((r.usage ->> k)::bigint, 0)
-                                                        + coalesce((u.delta ->> k)::bigint, 0))
-                               FROM u, jsonb_object_keys(r.usage || u.delta) AS k
-                              WHERE u.run_id = r.id), r.usage),
+           usage = ${part:usage_added},  -- the delta added key by key
            updated_at = now()
       FROM locked, a
      WHERE r.id = locked.id AND a.run_id = r.id AND r.lease_id = a.lease_id AND r.status = 'leased'
@@ -67,24 +43,9 @@ WITH a AS (
        SET state = excluded.state, attempt = excluded.attempt, event_seq = excluded.event_seq,
            created_at = now()
     RETURNING run_id
-), hourly AS (
-    -- usage: the same deltas per tenant and hour (admin stats: tokens over the last 24 h), for
-    -- the runs whose lease held; in tenant order, so statements of two workers lock rows alike
-    INSERT INTO tenant_usage_hourly AS h (tenant_id, hour, input_tokens, output_tokens, model_calls, tool_calls)
-    SELECT r.tenant_id, date_trunc('hour', now()),
-           sum(coalesce((u.delta ->> 'input_tokens')::bigint, 0)),
-           sum(coalesce((u.delta ->> 'output_tokens')::bigint, 0)),
-           sum(coalesce((u.delta ->> 'model_calls')::bigint, 0)),
-           sum(coalesce((u.delta ->> 'tool_calls')::bigint, 0))
-      FROM u JOIN t ON t.id = u.run_id JOIN agent_runs r ON r.id = u.run_id
-     GROUP BY r.tenant_id
-     ORDER BY r.tenant_id
-    ON CONFLICT (tenant_id, hour) DO UPDATE
-       SET input_tokens = h.input_tokens + excluded.input_tokens,
-           output_tokens = h.output_tokens + excluded.output_tokens,
-           model_calls = h.model_calls + excluded.model_calls,
-           tool_calls = h.tool_calls + excluded.tool_calls
-), mt AS (
+),
+${part:tenant_usage_hourly},
+mt AS (
     -- threads (§8): messages go with a checkpoint only, never from a run being rolled back;
     -- each numbered after its thread's history (gapless under the thread's row lock)
     SELECT t.thread_id, m.run_id, m.message,
@@ -93,21 +54,9 @@ WITH a AS (
       FROM t JOIN m ON m.run_id = t.id
      WHERE t.state IS NOT NULL AND t.thread_id IS NOT NULL
        AND t.cancel_reason IS DISTINCT FROM 'rolled_back'
-), counted AS (
-    -- threads (§8): each thread's message count moves past its new messages (the row lock
-    -- taken in thread_locked makes the numbering gapless)
-    UPDATE threads th
-       SET message_count = th.message_count + c.n, updated_at = now()
-      FROM (SELECT thread_id, max(n) AS n FROM mt GROUP BY thread_id) c
-     WHERE th.id = c.thread_id
-    RETURNING th.id, th.message_count - c.n AS first_idx
-), added AS (
-    -- threads (§8): the messages, numbered after the thread's history
-    INSERT INTO thread_messages (thread_id, idx, role, message, run_id)
-    SELECT mt.thread_id, counted.first_idx + mt.k - 1, mt.message ->> 'role', mt.message, mt.run_id
-      FROM mt JOIN counted ON counted.id = mt.thread_id
-    RETURNING thread_id
-), notified AS MATERIALIZED (
+),
+${part:thread_messages_added},
+notified AS MATERIALIZED (
     -- One NOTIFY per 150 runs ("<run_id>:<last_seq>" joined by commas, under 8,000 bytes), and
     -- only for runs with something to read: a hundred streams reading nothing is not free
     SELECT pg_notify('${events_channel}', string_agg(n.id::text || ':' || n.last_event_seq, ',')) AS sent
