@@ -11,7 +11,7 @@ from app.api.auth import Resumer, StreamReader, Tenant
 from app.api.deps import Runtime, RuntimeDep
 from app.api.keys import Principal
 from app.api.params import RunIdPath, decode_cursor, encode_cursor
-from app.api.problems import ApiProblem, problems
+from app.api.problems import ApiProblem, created_responses, problems
 from app.api.schemas import (
     CancelRun,
     CreateRun,
@@ -43,10 +43,7 @@ SSE_MEDIA_TYPE = "text/event-stream"
     "/runs",
     status_code=status.HTTP_201_CREATED,
     response_model=RunOut,
-    responses={
-        200: {"model": RunOut, "description": "A repeat with the same Idempotency-Key and body"},
-        **problems(400, 401, 409, 413, 422, 503),
-    },
+    responses=created_responses(RunOut, 400, 401, 409, 413, 422, 503),
 )
 async def create_run(
     body: CreateRun,

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response, 
 from app.api.auth import Tenant
 from app.api.deps import RuntimeDep
 from app.api.params import decode_cursor, encode_cursor, parse_id
-from app.api.problems import ApiProblem, problems
+from app.api.problems import ApiProblem, created_responses, problems
 from app.api.runs import new_run
 from app.api.schemas import (
     MAX_MESSAGE_CHARS,
@@ -60,10 +60,7 @@ ThreadIdPath = Annotated[uuid.UUID, Depends(parse_thread_id)]
     "/threads",
     status_code=status.HTTP_201_CREATED,
     response_model=ThreadOut,
-    responses={
-        200: {"model": ThreadOut, "description": "A repeat with the same Idempotency-Key and body"},
-        **problems(400, 401, 409, 413, 422, 503),
-    },
+    responses=created_responses(ThreadOut, 400, 401, 409, 413, 422, 503),
 )
 async def create_thread(
     principal: Tenant,
@@ -172,10 +169,7 @@ def _check_message_sizes(body: CreateThreadRun) -> None:
     "/threads/{thread_id}/runs",
     status_code=status.HTTP_201_CREATED,
     response_model=RunOut,
-    responses={
-        200: {"model": RunOut, "description": "A repeat with the same Idempotency-Key and body"},
-        **problems(400, 401, 404, 409, 413, 422, 503),
-    },
+    responses=created_responses(RunOut, 400, 401, 404, 409, 413, 422, 503),
 )
 async def create_thread_run(
     body: CreateThreadRun,
