@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.metadata
-import json
 import os
 import secrets
 import socket
@@ -101,22 +100,15 @@ class Run:
         """The run from a row of ``agent_runs`` (the statements return ``agent_runs.*``): the
         one place its columns map onto the type, so they are written out only here."""
         values = list(_RUN_COLUMNS(row._mapping))  # one C call: every claim maps a row
-        for i in _RUN_JSON:
-            values[i] = _json(values[i])
         values[_RUN_STATUS] = Status(values[_RUN_STATUS])
-        values[_RUN_USAGE] = Usage.of(_json(values[_RUN_USAGE]))
+        values[_RUN_USAGE] = Usage.of(values[_RUN_USAGE])
         return cls(*values)
-
-
-def _json(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str | bytes) else value
 
 
 # The table stores input and budget as input_json and budget_json; every other field is the
 # column of the same name.
 _RUN_NAMES = [{"input": "input_json", "budget": "budget_json"}.get(f.name, f.name) for f in fields(Run)]
 _RUN_COLUMNS = itemgetter(*_RUN_NAMES)
-_RUN_JSON = [_RUN_NAMES.index(name) for name in ("input_json", "budget_json", "output", "waitpoint")]
 _RUN_STATUS = _RUN_NAMES.index("status")
 _RUN_USAGE = _RUN_NAMES.index("usage")
 
@@ -298,14 +290,12 @@ class Finished(NamedTuple):
     def from_row(cls, row: Any) -> Finished:
         values = list(_FINISHED_COLUMNS(row._mapping))
         values[_FINISHED_STATUS] = Status(values[_FINISHED_STATUS])
-        values[_FINISHED_OUTPUT] = _json(values[_FINISHED_OUTPUT])
         return cls(*values)
 
 
 _FINISHED_NAMES = list(Finished._fields)
 _FINISHED_COLUMNS = itemgetter(*_FINISHED_NAMES)
 _FINISHED_STATUS = _FINISHED_NAMES.index("status")
-_FINISHED_OUTPUT = _FINISHED_NAMES.index("output")
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,8 @@
-"""Values into and out of the queue's statements: JSON PostgreSQL can store, rows as events."""
+"""Values into and out of the queue's statements: JSON PostgreSQL can store, rows as events.
+
+Values go in as JSON text (:func:`dumps`) and come out decoded: the driver decodes jsonb, so a
+jsonb column is read as it is (decoding it again would turn the string ``"123"`` into 123).
+"""
 
 from __future__ import annotations
 
@@ -51,10 +55,6 @@ def dumps(value: Any) -> str:
     return text
 
 
-def loads(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str | bytes) else value
-
-
 def events_params(events: NewEvents) -> dict[str, list[str]]:
     """``:types`` and ``:datas``, the two arrays a statement unnests into a run's new events."""
     return {"types": [storable_text(t) for t, _ in events], "datas": [dumps(d) for _, d in events]}
@@ -88,7 +88,7 @@ def request_hash(body: Mapping[str, Any]) -> str:
 
 
 def event_from_row(row: Any) -> Event:
-    return Event(seq=row.seq, type=row.type, data=loads(row.data), attempt=row.attempt, created_at=row.created_at)
+    return Event(seq=row.seq, type=row.type, data=row.data, attempt=row.attempt, created_at=row.created_at)
 
 
 def delivery_from_row(row: Any) -> Delivery:
@@ -105,12 +105,12 @@ def schedule_from_row(row: Any) -> Schedule:
         every_s=m["every_s"],
         timezone=m["timezone"],
         agent=m["agent"],
-        input=loads(m["input_json"]),
-        budget=loads(m["budget_json"]),
+        input=m["input_json"],
+        budget=m["budget_json"],
         priority=m["priority"],
         max_attempts=m["max_attempts"],
         thread_id=m["thread_id"],
-        webhook=loads(m["webhook"]),
+        webhook=m["webhook"],
         paused=m["paused"],
         next_run_at=m["next_run_at"],
         last_run_id=m["last_run_id"],
@@ -124,7 +124,7 @@ def thread_from_row(row: Any) -> Thread:
     return Thread(
         id=m["id"],
         tenant_id=m["tenant_id"],
-        metadata=loads(m["metadata"]),
+        metadata=m["metadata"],
         busy=bool(m["busy"]),
         message_count=m["message_count"],
         last_run_id=m["last_run_id"],
@@ -134,4 +134,4 @@ def thread_from_row(row: Any) -> Thread:
 
 
 def message_from_row(row: Any) -> ThreadMessage:
-    return ThreadMessage(index=row.idx, message=loads(row.message), run_id=row.run_id, created_at=row.created_at)
+    return ThreadMessage(index=row.idx, message=row.message, run_id=row.run_id, created_at=row.created_at)

@@ -15,7 +15,6 @@ from app.queue.codec import (
     dumps,
     event_from_row,
     events_params,
-    loads,
     messages_params,
     usage_params,
 )
@@ -109,7 +108,7 @@ class Events(Store):
         """``(found, result)`` from the effect ledger."""
         async with self._statement() as conn:
             row = (await conn.execute(GET_EFFECT, {"run_id": run_id, "key": key})).first()
-        return (True, loads(row.result)) if row else (False, None)
+        return (True, row.result) if row else (False, None)
 
     async def record_effect(self, *, run_id: uuid.UUID, lease_id: uuid.UUID, key: str, result: Any) -> None:
         """Commit an effect record, fenced by the lease."""
