@@ -11,6 +11,7 @@ import signal
 import uvloop
 from prometheus_client import start_http_server
 
+from app.agents.model_client import close_shared_clients
 from app.db.engine import asyncpg_dsn, engine_for
 from app.domain import WorkerInfo
 from app.logs import configure_logging, log_context
@@ -105,5 +106,6 @@ async def serve(
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
         finally:
+            await close_shared_clients()  # the openai agent's model connections
             await engine.dispose()
         log.info("worker stopped")
