@@ -16,9 +16,16 @@ import uuid
 from collections.abc import Sequence
 
 from app import cli_follow, cli_hooks
-from app.console import describe_error, parse_duration, parse_json, print_json, print_table
+from app.console import (
+    describe_error,
+    describe_usage,
+    parse_duration,
+    parse_json,
+    print_json,
+    print_table,
+)
 from app.db.engine import engine_for
-from app.domain import Run, Status
+from app.domain import Run, Status, Usage
 from app.queue import Queue, WorkerView
 from app.redact import redact_data
 from app.settings import Settings, get_settings
@@ -113,6 +120,7 @@ async def _operate(url: str, args: argparse.Namespace) -> int:
                 print_json(run)
             else:
                 print_table([dataclasses.asdict(run)], (*RUN_COLUMNS, "locked_by", "error_message"))
+                print(f"\nusage: {describe_usage(run.usage)}")
             return 0
         if args.command == "workers":
             workers = await queue.list_workers()
@@ -132,6 +140,8 @@ async def _operate(url: str, args: argparse.Namespace) -> int:
                 print_table([stats.by_status], [s.value for s in Status])
                 print(f"\noldest pending: {stats.oldest_pending_age_s:.1f} s   dead in the last hour: {stats.dead_last_hour}\n")
                 print_table([{"tenant": t, "in_flight": n} for t, n in stats.inflight_by_tenant.items()], ("tenant", "in_flight"))
+                print("\nusage in the last 24 h:")
+                print_table([{"tenant": t, **u.as_dict()} for t, u in stats.usage_last_24h.items()], ("tenant", *Usage._fields))
             return 0
         if args.command == "purge":
             return await _purge(queue, args)

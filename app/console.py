@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from app.domain import Usage
+
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -37,6 +39,8 @@ def _plain(value: Any) -> Any:
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, tuple) and hasattr(value, "_asdict"):  # a NamedTuple, e.g. Usage
+        return _plain(value._asdict())
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
     if isinstance(value, datetime):
@@ -109,3 +113,11 @@ def describe_error(exc: BaseException) -> str:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0]
+
+
+def describe_usage(usage: Usage) -> str:
+    """A run's usage on one line (``runs show``)."""
+    return (
+        f"{usage.input_tokens} input + {usage.output_tokens} output tokens,"
+        f" {usage.model_calls} model calls, {usage.tool_calls} tool calls"
+    )

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import importlib.metadata
-import json
 import os
 import secrets
 import socket
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from enum import StrEnum
@@ -25,6 +25,38 @@ class Status(StrEnum):
 
 
 TERMINAL = frozenset({Status.DONE, Status.DEAD, Status.CANCELLED})
+
+
+class Usage(NamedTuple):
+    """What a run consumed, over all its attempts (docs/usage.md)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    model_calls: int = 0
+    tool_calls: int = 0
+
+    @classmethod
+    def of(cls, stored: Mapping[str, Any] | None) -> Usage:
+        """From the stored object; a key it lacks is 0 (runs from before usage was counted)."""
+        if not stored:
+            return NO_USAGE  # a run that has consumed nothing yet: most claims
+        return cls(*(int(stored.get(name) or 0) for name in cls._fields))
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def plus(self, other: Usage) -> Usage:
+        return Usage(*(a + b for a, b in zip(self, other, strict=True)))
+
+    def minus(self, other: Usage) -> Usage:
+        return Usage(*(a - b for a, b in zip(self, other, strict=True)))
+
+    def as_dict(self) -> dict[str, int]:
+        return self._asdict()
+
+
+NO_USAGE = Usage()
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +86,8 @@ class Run:
     locked_until: datetime | None
     schedule_id: uuid.UUID | None = None
     thread_id: uuid.UUID | None = None
+    usage: Usage = NO_USAGE
+    traceparent: str | None = None  # W3C trace context of the request that created the run
     waitpoint: dict[str, Any] | None = None  # the open waitpoint while waiting
     wait_count: int = 0  # claims that ended in a wait; they do not count toward max_attempts
 
@@ -66,22 +100,17 @@ class Run:
         """The run from a row of ``agent_runs`` (the statements return ``agent_runs.*``): the
         one place its columns map onto the type, so they are written out only here."""
         values = list(_RUN_COLUMNS(row._mapping))  # one C call: every claim maps a row
-        for i in _RUN_JSON:
-            values[i] = _json(values[i])
         values[_RUN_STATUS] = Status(values[_RUN_STATUS])
+        values[_RUN_USAGE] = Usage.of(values[_RUN_USAGE])
         return cls(*values)
-
-
-def _json(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str | bytes) else value
 
 
 # The table stores input and budget as input_json and budget_json; every other field is the
 # column of the same name.
 _RUN_NAMES = [{"input": "input_json", "budget": "budget_json"}.get(f.name, f.name) for f in fields(Run)]
 _RUN_COLUMNS = itemgetter(*_RUN_NAMES)
-_RUN_JSON = [_RUN_NAMES.index(name) for name in ("input_json", "budget_json", "output", "waitpoint")]
 _RUN_STATUS = _RUN_NAMES.index("status")
+_RUN_USAGE = _RUN_NAMES.index("usage")
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,14 +290,12 @@ class Finished(NamedTuple):
     def from_row(cls, row: Any) -> Finished:
         values = list(_FINISHED_COLUMNS(row._mapping))
         values[_FINISHED_STATUS] = Status(values[_FINISHED_STATUS])
-        values[_FINISHED_OUTPUT] = _json(values[_FINISHED_OUTPUT])
         return cls(*values)
 
 
 _FINISHED_NAMES = list(Finished._fields)
 _FINISHED_COLUMNS = itemgetter(*_FINISHED_NAMES)
 _FINISHED_STATUS = _FINISHED_NAMES.index("status")
-_FINISHED_OUTPUT = _FINISHED_NAMES.index("output")
 
 
 @dataclass(frozen=True, slots=True)

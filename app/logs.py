@@ -5,7 +5,8 @@ access log would otherwise write each ``?token=`` stream token in full, and an e
 carry an ``Authorization`` header or a URL with its password.
 
 Fields such as ``worker_id`` and ``run_id`` live in a context variable, so every log line of a
-run's task (and of the tasks it starts) carries them without being passed around.
+run's task (and of the tasks it starts) carries them without being passed around; while tracing
+is on, a line logged inside a span also carries its ``trace_id``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from app import tracing
 from app.redact import Redactor
 
 _fields: ContextVar[dict[str, Any]] = ContextVar("runq_log_fields", default={})  # noqa: B039 - never mutated
@@ -36,7 +38,9 @@ def log_context(**fields: Any) -> Iterator[None]:
 
 class _ContextFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        record.runq = _fields.get()
+        fields = _fields.get()
+        trace_id = tracing.trace_id()  # None while tracing is off
+        record.runq = fields if trace_id is None else {**fields, "trace_id": trace_id}
         return True
 
 

@@ -21,6 +21,7 @@ from fastapi_offline import FastAPIOffline
 from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app import tracing
 from app.agents.base import load_agents
 from app.api import admin, docs, health, openapi, runs, schedules, threads, ui, webhooks
 from app.api.deps import Runtime
@@ -112,6 +113,8 @@ def create_app(settings: Settings | None = None, *, sse_ping_s: float = 10.0) ->
         redoc_url=None,  # app/api/docs.py serves it, with a policy against ReDoc's CDN logo
     )
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    if tracing.configure("runq-api"):  # only when OTEL_* asks for traces (docs/usage.md)
+        tracing.instrument_app(app)
     app.include_router(runs.router)
     app.include_router(admin.router)
     app.include_router(webhooks.router)

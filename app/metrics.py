@@ -18,7 +18,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from app.domain import TERMINAL, DatabaseUnavailable, Status
+from app.domain import TERMINAL, DatabaseUnavailable, Status, Usage
 from app.queue import Queue, QueueDepth
 
 log = logging.getLogger(__name__)
@@ -91,6 +91,23 @@ WEBHOOK_LATENCY = Histogram(
     "runq_webhook_delivery_latency_seconds", "From the event to its delivery's 2xx",
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600),
 )
+
+# Usage by tenant (never by run: a label per run grows without bound), counted by the worker
+# when the statement that stored it commits, so a lost attempt's unstored usage is not counted.
+TOKENS = Counter("runq_tokens_total", "Model tokens stored on runs, by tenant and kind (input, output)", ["tenant", "kind"])
+MODEL_CALLS = Counter("runq_model_calls_total", "Model calls stored on runs, by tenant", ["tenant"])
+TOOL_CALLS = Counter("runq_tool_calls_total", "Tool calls stored on runs, by tenant", ["tenant"])
+
+
+def count_usage(tenant_id: str, delta: Usage) -> None:
+    if delta.input_tokens:
+        TOKENS.labels(tenant=tenant_id, kind="input").inc(delta.input_tokens)
+    if delta.output_tokens:
+        TOKENS.labels(tenant=tenant_id, kind="output").inc(delta.output_tokens)
+    if delta.model_calls:
+        MODEL_CALLS.labels(tenant=tenant_id).inc(delta.model_calls)
+    if delta.tool_calls:
+        TOOL_CALLS.labels(tenant=tenant_id).inc(delta.tool_calls)
 
 
 class _Ended(Protocol):

@@ -302,6 +302,9 @@ def main() -> int:
     parser.add_argument(
         "--wakeup-modes", nargs="+", choices=("targeted", "broadcast"), help="the wakeups section's modes (default both)"
     )
+    parser.add_argument(
+        "--e2e-runs", type=int, metavar="N", help="the end-to-end drain's backlog (e.g. to compare OTEL_TRACES_EXPORTER=console against no tracing)"
+    )
     args = parser.parse_args()
     names = args.only or list(SECTIONS)
     names = [n for n in SECTIONS if n in names]
@@ -311,6 +314,8 @@ def main() -> int:
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # 1,000 SSE sockets, here and in the API
     profile = SMOKE if args.smoke else FULL
+    if args.e2e_runs:
+        profile = replace(profile, e2e_runs=args.e2e_runs)
     if args.streaming_runs:
         profile = replace(profile, streaming_runs=tuple(args.streaming_runs), streaming_stop_at_miss=False)
     if args.wakeup_workers:

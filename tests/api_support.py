@@ -30,7 +30,7 @@ RUN_FIELDS = {
     "id", "tenant_id", "agent", "status", "priority", "attempts", "max_attempts", "input",
     "budget", "output", "available_at", "created_at", "updated_at", "finished_at",
     "cancel_requested_at", "cancel_reason", "error_code", "error_message", "on_disconnect",
-    "disconnect_grace_s", "last_event_seq", "schedule_id", "thread_id", "waitpoint",
+    "disconnect_grace_s", "last_event_seq", "schedule_id", "thread_id", "usage", "waitpoint",
 }  # fmt: skip
 
 

@@ -35,7 +35,7 @@ class FatalError(AgentError):
 
 
 class BudgetExceeded(FatalError):
-    """``max_turns`` or ``max_tool_calls`` is used up."""
+    """``max_turns`` or ``max_tool_calls`` is used up, or ``max_tokens`` passed."""
 
     code = "budget_exceeded"
 
@@ -115,7 +115,14 @@ class RunContext(Protocol):
         """Count one model turn against ``max_turns`` (raises :class:`BudgetExceeded`)."""
 
     def count_tool_call(self) -> None:
-        """Count one tool call against ``max_tool_calls`` (raises :class:`BudgetExceeded`)."""
+        """Count one tool call against ``max_tool_calls`` (raises :class:`BudgetExceeded`); it
+        is also the run's ``usage.tool_calls``."""
+
+    def record_usage(
+        self, *, input_tokens: int = 0, output_tokens: int = 0, model_calls: int = 0, tool_calls: int = 0
+    ) -> None:
+        """Add to the run's usage; past ``budget.max_tokens`` raises :class:`BudgetExceeded`
+        (and the run ends ``dead`` with ``budget_exceeded`` even if the agent catches it)."""
 
     async def shell(self, command: str, *, timeout_s: float | None = None) -> ShellResult: ...
 

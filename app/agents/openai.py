@@ -25,12 +25,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 
+from app import tracing
 from app.agents.base import MAX_WAIT_S, FatalError, RetryableError, RunContext, WaitTimedOut
 from app.agents.model_client import (
     TransientModelError,
@@ -53,6 +55,7 @@ class _Turn:
     text: str = ""
     calls: dict[int, dict[str, Any]] = field(default_factory=dict)
     finished: bool = False
+    counted: bool = False  # the model call is in the run's usage (with tokens, if sent)
 
     def add(self, delta: Mapping[str, Any]) -> str:
         """Fold one chunk's delta in; return its new text."""
@@ -235,6 +238,7 @@ class OpenAIAgent:
             # Leaving this block for any reason (a cancel or lost lease arrives as task
             # cancellation) closes the response, and with it the connection mid-stream.
             async with (
+                _model_span(body["model"]) as span,
                 connections.slot() as client,
                 client.post("chat/completions", json=body, headers=headers) as response,
             ):
@@ -252,20 +256,49 @@ class OpenAIAgent:
                         if text:
                             await ctx.emit("message.delta", {"text": text})
                         turn.finished = turn.finished or choice.get("finish_reason") is not None
+                    if isinstance(chunk.get("usage"), dict) and not turn.counted:
+                        # Inside the stream: past max_tokens this raises, and leaving the block
+                        # closes the stream at once.
+                        turn.counted = True
+                        _record(ctx, span, chunk["usage"])
         except aiohttp.ClientError as exc:  # connection, read timeout, a truncated body
             raise TransientModelError(f"{type(exc).__name__}: {exc}") from exc
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise TransientModelError(f"malformed stream chunk: {exc}") from exc
         if not turn.finished:
             raise TransientModelError("stream ended before the turn finished")
+        if not turn.counted:  # a model that sends no usage: a model call, no tokens
+            turn.counted = True
+            ctx.record_usage(model_calls=1)
         return turn
+
+
+@asynccontextmanager
+async def _model_span(model: str) -> AsyncIterator[tracing.Span]:
+    """The model call's span (OpenTelemetry's gen_ai names), its HTTP request's span below it."""
+    attributes = {"gen_ai.system": "openai", "gen_ai.operation.name": "chat", "gen_ai.request.model": model}
+    with tracing.span("runq.model_call", attributes=attributes) as span:
+        yield span
+
+
+def _record(ctx: RunContext, span: tracing.Span, usage: Mapping[str, Any]) -> None:
+    """One model call with the tokens of its usage chunk (chat completions' names)."""
+
+    def tokens(name: str) -> int:
+        value = usage.get(name)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+    input_tokens, output_tokens = tokens("prompt_tokens"), tokens("completion_tokens")
+    span.set_attributes({"gen_ai.usage.input_tokens": input_tokens, "gen_ai.usage.output_tokens": output_tokens})
+    ctx.record_usage(input_tokens=input_tokens, output_tokens=output_tokens, model_calls=1)
 
 
 def _request_base(input: Mapping[str, Any], settings: Settings) -> dict[str, Any]:
     model = input.get("model", settings.openai_model)
     if not isinstance(model, str) or not model:
         raise FatalError("`model` must be a non-empty string", code="invalid_input")
-    body: dict[str, Any] = {"model": model, "stream": True}
+    # include_usage: a last chunk (no choices) carries the turn's token counts
+    body: dict[str, Any] = {"model": model, "stream": True, "stream_options": {"include_usage": True}}
     temperature = input.get("temperature")
     if temperature is not None:
         if isinstance(temperature, bool) or not isinstance(temperature, int | float):

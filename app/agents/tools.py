@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from app import tracing
 from app.agents.base import AgentError, FatalError, RunContext
 from app.domain import QueueError
 
@@ -126,8 +127,13 @@ async def invoke(
             return {"output": result.output, "is_error": result.is_error}
         return {"output": result, "is_error": False}
 
-    record = await ctx.effect(effect_key, call) if tool.side_effect or ledger else await call()
-    return ToolResult(output=record["output"], is_error=bool(record["is_error"]))
+    with tracing.span("runq.tool_call", attributes={"runq.tool.name": tool.name}) as span:
+        record = await ctx.effect(effect_key, call) if tool.side_effect or ledger else await call()
+        output, is_error = record["output"], bool(record["is_error"])
+        span.set_attribute("runq.tool.is_error", is_error)
+        if isinstance(output, dict) and isinstance(output.get("exit_code"), int):
+            span.set_attribute("runq.tool.exit_code", output["exit_code"])  # the shell tool's
+    return ToolResult(output=output, is_error=is_error)
 
 
 async def _shell(ctx: RunContext, args: dict[str, Any]) -> ToolResult:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.schemas import Integral, RunOut
+from app.api.schemas import Integral, RunOut, UsageOut
 from app.queue import QueueStats, WorkerView
 
 
@@ -74,11 +74,22 @@ class WorkerList(BaseModel):
     items: list[WorkerOut]
 
 
+class QueueSampleOut(BaseModel):
+    at: datetime = Field(description="the minute the reaper sampled the queue")
+    pending: int
+    leased: int
+    finished: int = Field(description="runs that reached a terminal status in the minute before `at`")
+
+
 class StatsOut(BaseModel):
     by_status: dict[str, int]
     inflight_by_tenant: dict[str, int] = Field(description="leased runs per tenant")
     oldest_pending_age_s: float = Field(description="wait of the oldest runnable pending run")
     dead_last_hour: int
+    usage_last_24h: dict[str, UsageOut] = Field(
+        description="usage stored per tenant in the current hour and the 23 before it"
+    )
+    last_hour: list[QueueSampleOut] = Field(description="one sample a minute, oldest first")
 
     @classmethod
     def of(cls, stats: QueueStats) -> StatsOut:
@@ -87,6 +98,11 @@ class StatsOut(BaseModel):
             inflight_by_tenant=stats.inflight_by_tenant,
             oldest_pending_age_s=stats.oldest_pending_age_s,
             dead_last_hour=stats.dead_last_hour,
+            usage_last_24h={tenant: UsageOut.of(usage) for tenant, usage in stats.usage_last_24h.items()},
+            last_hour=[
+                QueueSampleOut(at=s.at, pending=s.pending, leased=s.leased, finished=s.finished)
+                for s in stats.last_hour
+            ],
         )
 
 

@@ -71,6 +71,14 @@ def problem_response(
     )
 
 
+def created_responses(model: type, *statuses: int) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` of a create that takes an Idempotency-Key: 201 for a new object, 200 (the
+    same object) for a repeat of the same key and body, and the problems it can answer with."""
+    return {
+        200: {"model": model, "description": "A repeat with the same Idempotency-Key and body"}
+    } | problems(*statuses)
+
+
 def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses=`` entries for the problems a route can answer with."""
     return {

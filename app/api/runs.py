@@ -11,7 +11,7 @@ from app.api.auth import Resumer, StreamReader, Tenant
 from app.api.deps import Runtime, RuntimeDep
 from app.api.keys import Principal
 from app.api.params import RunIdPath, decode_cursor, encode_cursor
-from app.api.problems import ApiProblem, problems
+from app.api.problems import ApiProblem, created_responses, problems
 from app.api.schemas import (
     CancelRun,
     CreateRun,
@@ -31,6 +31,7 @@ from app.metrics import RESUMES, RUNS_CREATED, WAIT_SECONDS, count_ending
 from app.queue import NewRun, request_hash
 from app.redact import redact, redact_data
 from app.ssrf import UrlGuard
+from app.tracing import run_traceparent
 
 router = APIRouter(tags=["runs"])
 
@@ -42,13 +43,11 @@ SSE_MEDIA_TYPE = "text/event-stream"
     "/runs",
     status_code=status.HTTP_201_CREATED,
     response_model=RunOut,
-    responses={
-        200: {"model": RunOut, "description": "A repeat with the same Idempotency-Key and body"},
-        **problems(400, 401, 409, 413, 422, 503),
-    },
+    responses=created_responses(RunOut, 400, 401, 409, 413, 422, 503),
 )
 async def create_run(
     body: CreateRun,
+    http_request: Request,
     principal: Tenant,
     runtime: RuntimeDep,
     response: Response,
@@ -59,7 +58,10 @@ async def create_run(
     ] = None,
 ) -> RunOut:
     """Create a run; it is pending at once and a worker picks it up."""
-    new = await new_run(body, principal, runtime, guard, idempotency_key)
+    new = await new_run(
+        body, principal, runtime, guard, idempotency_key,
+        traceparent=run_traceparent(http_request.headers.get("traceparent")),
+    )
     run, created = await runtime.queue.enqueue(**{f: getattr(new, f) for f in NewRun.__dataclass_fields__})
     if created:
         RUNS_CREATED.labels(agent=run.agent).inc()
@@ -69,7 +71,13 @@ async def create_run(
 
 
 async def new_run(
-    body: CreateRun, principal: Principal, runtime: Runtime, guard: UrlGuard, idempotency_key: str | None
+    body: CreateRun,
+    principal: Principal,
+    runtime: Runtime,
+    guard: UrlGuard,
+    idempotency_key: str | None,
+    *,
+    traceparent: str | None = None,
 ) -> NewRun:
     """The run a create body asks for, checked (agent, webhook URL), with its request digest
     for idempotent repeats (the whole body: a thread run's strategy too)."""
@@ -99,6 +107,7 @@ async def new_run(
         idempotency_key=idempotency_key,
         request_digest=request_hash(request) if idempotency_key else None,
         webhook=webhook,
+        traceparent=traceparent,
     )
 
 

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
-from app.domain import Event, Run, Status, Thread, ThreadMessage
+from app.domain import Event, Run, Status, Thread, ThreadMessage, Usage
 
 MAX_INPUT_DEPTH = 64
 FiniteSeconds = Annotated[float, Field(allow_inf_nan=False)]
@@ -63,6 +63,9 @@ class Budget(BaseModel):
     max_turns: Annotated[int, Field(gt=0, le=1_000_000), Integral] | None = None
     max_tool_calls: Annotated[int, Field(gt=0, le=1_000_000), Integral] | None = None
     deadline_s: Annotated[FiniteSeconds, Field(gt=0, le=365 * 86400)] | None = None
+    max_tokens: Annotated[int, Field(gt=0, le=10**12), Integral] | None = Field(
+        default=None, description="input plus output tokens over all attempts; past it the run ends dead (budget_exceeded)"
+    )
 
 
 WebhookEvent = Literal["run.completed", "run.failed", "run.cancelled", "run.waiting"]
@@ -118,6 +121,17 @@ class CancelRun(BaseModel):
         return value
 
 
+class UsageOut(BaseModel):
+    """What the run consumed over all its attempts (docs/usage.md)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    model_calls: int = 0
+    tool_calls: int = 0
+
+    @classmethod
+    def of(cls, usage: Usage) -> UsageOut:
+        return cls(**usage.as_dict())
 class Waitpoint(BaseModel):
     """What a waiting run waits for."""
 
@@ -153,13 +167,14 @@ class RunOut(BaseModel):
     last_event_seq: int
     schedule_id: uuid.UUID | None = Field(default=None, description="the schedule that created the run")
     thread_id: uuid.UUID | None = Field(default=None, description="the thread the run belongs to, if any")
+    usage: UsageOut = Field(default_factory=UsageOut)
     waitpoint: Waitpoint | None = Field(default=None, description="the open wait while `waiting` (docs/waits.md)")
 
     @classmethod
     def of(cls, run: Run) -> Self:
         """The run's fields this model (or a subclass, as the admin's) declares."""
-        fields = {name: getattr(run, name) for name in cls.model_fields if name != "id"}
-        return cls(id=str(run.id), **fields)
+        fields = {name: getattr(run, name) for name in cls.model_fields if name not in ("id", "usage")}
+        return cls(id=str(run.id), usage=UsageOut.of(run.usage), **fields)
 
 
 class RunPage(BaseModel):

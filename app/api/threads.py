@@ -6,12 +6,12 @@ from __future__ import annotations
 import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, Path, Query, Response, status
+from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response, status
 
 from app.api.auth import Tenant
 from app.api.deps import RuntimeDep
 from app.api.params import decode_cursor, encode_cursor, parse_id
-from app.api.problems import ApiProblem, problems
+from app.api.problems import ApiProblem, created_responses, problems
 from app.api.runs import new_run
 from app.api.schemas import (
     MAX_MESSAGE_CHARS,
@@ -28,6 +28,7 @@ from app.api.webhooks import UrlGuardDep
 from app.domain import Status, Strategy
 from app.metrics import RUNS_CREATED, count_ending
 from app.queue import request_hash
+from app.tracing import run_traceparent
 
 router = APIRouter(tags=["threads"])
 
@@ -59,10 +60,7 @@ ThreadIdPath = Annotated[uuid.UUID, Depends(parse_thread_id)]
     "/threads",
     status_code=status.HTTP_201_CREATED,
     response_model=ThreadOut,
-    responses={
-        200: {"model": ThreadOut, "description": "A repeat with the same Idempotency-Key and body"},
-        **problems(400, 401, 409, 413, 422, 503),
-    },
+    responses=created_responses(ThreadOut, 400, 401, 409, 413, 422, 503),
 )
 async def create_thread(
     principal: Tenant,
@@ -171,13 +169,11 @@ def _check_message_sizes(body: CreateThreadRun) -> None:
     "/threads/{thread_id}/runs",
     status_code=status.HTTP_201_CREATED,
     response_model=RunOut,
-    responses={
-        200: {"model": RunOut, "description": "A repeat with the same Idempotency-Key and body"},
-        **problems(400, 401, 404, 409, 413, 422, 503),
-    },
+    responses=created_responses(RunOut, 400, 401, 404, 409, 413, 422, 503),
 )
 async def create_thread_run(
     body: CreateThreadRun,
+    http_request: Request,
     principal: Tenant,
     thread_id: ThreadIdPath,
     runtime: RuntimeDep,
@@ -189,7 +185,10 @@ async def create_thread_run(
     ``multitask_strategy`` says what happens to those still in flight (409 ``thread_busy`` for
     ``reject``)."""
     _check_message_sizes(body)
-    new = await new_run(body, principal, runtime, guard, idempotency_key)
+    new = await new_run(
+        body, principal, runtime, guard, idempotency_key,
+        traceparent=run_traceparent(http_request.headers.get("traceparent")),
+    )
     run, created, cancelled = await runtime.queue.enqueue_in_thread(
         thread_id, new, strategy=Strategy(body.multitask_strategy)
     )

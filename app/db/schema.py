@@ -120,6 +120,9 @@ agent_runs = Table(
     Column("thread_id", UUID(as_uuid=True), ForeignKey("threads.id", ondelete="CASCADE")),
     # the run's place among its thread's runs, handed out under the thread's row lock
     Column("thread_turn", BigInteger),
+    # {input_tokens, output_tokens, model_calls, tool_calls} over all attempts (docs/usage.md)
+    Column("usage", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("traceparent", Text),  # W3C trace context of the request that created the run
     # the open waitpoint as run JSON shows it, null unless waiting (docs/waits.md)
     Column("waitpoint", JSONB),
     # claims that ended in a wait: attempts - wait_count is what max_attempts counts
@@ -390,3 +393,28 @@ schedules = Table(
 )
 Index("ix_schedules_due", schedules.c.next_run_at, postgresql_where=text("NOT paused"))
 Index("ix_schedules_tenant_created", schedules.c.tenant_id, schedules.c.created_at.desc(), schedules.c.id.desc())
+
+# What the worker's fenced statements added to runs' usage, per tenant and hour (the same
+# statement as the run's own usage): tokens per tenant over 24 h read at most 25 rows a tenant.
+tenant_usage_hourly = Table(
+    "tenant_usage_hourly",
+    metadata,
+    Column("tenant_id", Text, nullable=False),
+    Column("hour", DateTime(timezone=True), nullable=False),
+    Column("input_tokens", BigInteger, nullable=False, server_default="0"),
+    Column("output_tokens", BigInteger, nullable=False, server_default="0"),
+    Column("model_calls", BigInteger, nullable=False, server_default="0"),
+    Column("tool_calls", BigInteger, nullable=False, server_default="0"),
+    PrimaryKeyConstraint("tenant_id", "hour"),
+)
+
+# One row a minute from the reaper pass: the queue's depth then and the runs finished in that
+# minute, for the operators' charts of the last hour.
+queue_samples = Table(
+    "queue_samples",
+    metadata,
+    Column("at", DateTime(timezone=True), primary_key=True),
+    Column("pending", Integer, nullable=False),
+    Column("leased", Integer, nullable=False),
+    Column("finished", Integer, nullable=False),
+)

@@ -32,7 +32,7 @@ from app.queue.codec import NewEvents, NewMessages, request_hash
 from app.queue.events import Appended, Events
 from app.queue.finish import FINISH_IF_LEASED, Ended, Endings
 from app.queue.maintenance import Maintenance
-from app.queue.ops import QUEUE_DEPTH, Ops, QueueDepth, QueueStats
+from app.queue.ops import QUEUE_DEPTH, Ops, QueueDepth, QueueSample, QueueStats
 from app.queue.partitions import EventPartition, History
 from app.queue.runs import NewRun, Runs
 from app.queue.schedules import Schedules
@@ -62,6 +62,7 @@ __all__ = [
     "NewRun",
     "Queue",
     "QueueDepth",
+    "QueueSample",
     "QueueStats",
     "Recorded",
     "Resumed",

@@ -11,7 +11,6 @@ from sqlalchemy import Row
 
 from app.domain import Claim, ClaimBatch, LeaseCheck, Run, WorkerInfo
 from app.queue.channels import wake
-from app.queue.codec import loads
 from app.queue.statements import statement
 from app.queue.store import Store
 
@@ -57,7 +56,7 @@ class Claims(Store):
         # queue order, whichever join order the plan of the statement's result took
         rows.sort(key=lambda r: (r._mapping["queue_rank"], r._mapping["created_at"]))
         batch = ClaimBatch(
-            Claim(run=Run.from_row(r), lease_id=r._mapping["lease_id"], resume_state=loads(r._mapping["resume_state"]))
+            Claim(run=Run.from_row(r), lease_id=r._mapping["lease_id"], resume_state=r._mapping["resume_state"])
             for r in rows
         )
         batch.more = bool(rows) and rows[-1]._mapping["more"]

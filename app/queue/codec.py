@@ -1,4 +1,8 @@
-"""Values into and out of the queue's statements: JSON PostgreSQL can store, rows as events."""
+"""Values into and out of the queue's statements: JSON PostgreSQL can store, rows as events.
+
+Values go in as JSON text (:func:`dumps`) and come out decoded: the driver decodes jsonb, so a
+jsonb column is read as it is (decoding it again would turn the string ``"123"`` into 123).
+"""
 
 from __future__ import annotations
 
@@ -6,10 +10,11 @@ import hashlib
 import json
 import math
 import re
+import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from app.domain import Delivery, Event, Schedule, Thread, ThreadMessage
+from app.domain import Delivery, Event, Schedule, Thread, ThreadMessage, Usage
 
 NewEvents = Sequence[tuple[str, Mapping[str, Any]]]
 NewMessages = Sequence[Mapping[str, Any]]  # thread messages in OpenAI chat format
@@ -50,10 +55,6 @@ def dumps(value: Any) -> str:
     return text
 
 
-def loads(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str | bytes) else value
-
-
 def events_params(events: NewEvents) -> dict[str, list[str]]:
     """``:types`` and ``:datas``, the two arrays a statement unnests into a run's new events."""
     return {"types": [storable_text(t) for t, _ in events], "datas": [dumps(d) for _, d in events]}
@@ -67,13 +68,27 @@ def messages_params(messages: Sequence[tuple[Any, NewMessages]]) -> dict[str, li
     }
 
 
+class _WithUsage(Protocol):
+    @property
+    def run_id(self) -> uuid.UUID: ...
+    @property
+    def usage(self) -> Usage | None: ...
+
+
+def usage_params(items: Sequence[_WithUsage]) -> dict[str, list[Any]]:
+    """``:usage_run_ids`` and ``:usages``, the deltas a statement adds to runs' usage (only the
+    runs that consumed something: the others' usage and tenant hours are left untouched)."""
+    used = [(item.run_id, item.usage) for item in items if item.usage is not None and any(item.usage)]
+    return {"usage_run_ids": [run_id for run_id, _ in used], "usages": [dumps(u.as_dict()) for _, u in used]}
+
+
 def request_hash(body: Mapping[str, Any]) -> str:
     """Stable digest of a create request, to tell an idempotent repeat from a conflicting one."""
     return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def event_from_row(row: Any) -> Event:
-    return Event(seq=row.seq, type=row.type, data=loads(row.data), attempt=row.attempt, created_at=row.created_at)
+    return Event(seq=row.seq, type=row.type, data=row.data, attempt=row.attempt, created_at=row.created_at)
 
 
 def delivery_from_row(row: Any) -> Delivery:
@@ -90,12 +105,12 @@ def schedule_from_row(row: Any) -> Schedule:
         every_s=m["every_s"],
         timezone=m["timezone"],
         agent=m["agent"],
-        input=loads(m["input_json"]),
-        budget=loads(m["budget_json"]),
+        input=m["input_json"],
+        budget=m["budget_json"],
         priority=m["priority"],
         max_attempts=m["max_attempts"],
         thread_id=m["thread_id"],
-        webhook=loads(m["webhook"]),
+        webhook=m["webhook"],
         paused=m["paused"],
         next_run_at=m["next_run_at"],
         last_run_id=m["last_run_id"],
@@ -109,7 +124,7 @@ def thread_from_row(row: Any) -> Thread:
     return Thread(
         id=m["id"],
         tenant_id=m["tenant_id"],
-        metadata=loads(m["metadata"]),
+        metadata=m["metadata"],
         busy=bool(m["busy"]),
         message_count=m["message_count"],
         last_run_id=m["last_run_id"],
@@ -119,4 +134,4 @@ def thread_from_row(row: Any) -> Thread:
 
 
 def message_from_row(row: Any) -> ThreadMessage:
-    return ThreadMessage(index=row.idx, message=loads(row.message), run_id=row.run_id, created_at=row.created_at)
+    return ThreadMessage(index=row.idx, message=row.message, run_id=row.run_id, created_at=row.created_at)

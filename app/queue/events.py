@@ -8,15 +8,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.domain import Event, EventSlice, LeaseLost, Status
+from app.domain import Event, EventSlice, LeaseLost, Status, Usage
 from app.queue.codec import (
     NewEvents,
     NewMessages,
     dumps,
     event_from_row,
     events_params,
-    loads,
     messages_params,
+    usage_params,
 )
 from app.queue.statements import statement
 from app.queue.store import Store
@@ -41,6 +41,7 @@ class Appended:
     events: NewEvents = ()
     state: Any = None  # None: no checkpoint with these events
     messages: NewMessages = ()  # thread messages, stored only with a checkpoint
+    usage: Usage | None = None  # consumed since the run's last stored write (with a checkpoint)
 
 
 class Events(Store):
@@ -60,6 +61,7 @@ class Events(Store):
             "event_run_ids": [a.run_id for a in ordered for _ in a.events],
             **events_params([event for a in ordered for event in a.events]),
             **messages_params([(a.run_id, a.messages) for a in ordered]),
+            **usage_params(ordered),
         }
         async with self._statement() as conn:
             rows = (await conn.execute(APPEND_EVENTS_IF_LEASED, params)).all()
@@ -106,7 +108,7 @@ class Events(Store):
         """``(found, result)`` from the effect ledger."""
         async with self._statement() as conn:
             row = (await conn.execute(GET_EFFECT, {"run_id": run_id, "key": key})).first()
-        return (True, loads(row.result)) if row else (False, None)
+        return (True, row.result) if row else (False, None)
 
     async def record_effect(self, *, run_id: uuid.UUID, lease_id: uuid.UUID, key: str, result: Any) -> None:
         """Commit an effect record, fenced by the lease."""

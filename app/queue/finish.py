@@ -8,8 +8,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.domain import Ending, Finish, Finished, LeaseLost
-from app.queue.codec import NewEvents, NewMessages, dumps, messages_params, storable_text
+from app.domain import Ending, Finish, Finished, LeaseLost, Usage
+from app.queue.codec import (
+    NewEvents,
+    NewMessages,
+    dumps,
+    messages_params,
+    storable_text,
+    usage_params,
+)
 from app.queue.statements import statement
 from app.queue.store import Store
 
@@ -25,6 +32,7 @@ class Ended:
     finish: Finish
     events: NewEvents = ()
     messages: NewMessages = ()  # thread messages, stored if the run ends done or cancelled
+    usage: Usage | None = None  # consumed since the run's last checkpoint
 
 
 class Endings(Store):
@@ -49,6 +57,7 @@ class Endings(Store):
             "datas": [dumps(d) for e in ordered for _, d in e.events],
             **wait_params(ordered),
             **messages_params([(e.run_id, e.messages) for e in ordered]),
+            **usage_params(ordered),
             "retry_base_s": self.retry_base_s,
             "retry_max_s": self.retry_max_s,
             "aging_s": self.aging_s,

@@ -16,12 +16,13 @@ REAP_EXPIRED = statement("reap_expired")
 FORGET_STALE_SUBSCRIBERS = statement("forget_stale_subscribers")
 PICK_ABANDONED = statement("pick_abandoned")
 FORGET_STALE_WORKERS = statement("forget_stale_workers")
+SAMPLE_QUEUE = statement("sample_queue")
 
 
 class Maintenance(Store):
     async def reap_expired(self, *, batch: int = 500) -> list[Run]:
-        """Expired leases back to pending / dead / cancelled, and workers that stopped beating
-        forgotten; one reaper at a time cluster-wide."""
+        """Expired leases back to pending / dead / cancelled, workers that stopped beating
+        forgotten, the queue sampled once a minute; one reaper at a time cluster-wide."""
         params = {"batch": batch, "aging_s": self.aging_s}
         async with self._tx() as conn:
             await conn.execute(BOUND_IDLE_TRANSACTION, self._idle_bound())
@@ -30,6 +31,7 @@ class Maintenance(Store):
             rows = (await conn.execute(REAP_EXPIRED, params)).all()
             # A row silent for a lease: its leases have expired too, so it holds nothing.
             await conn.execute(FORGET_STALE_WORKERS, {"lease_s": self.lease_s})
+            await conn.execute(SAMPLE_QUEUE)  # the admin charts' minute, once cluster-wide
         return [Run.from_row(r) for r in rows]
 
     async def cancel_abandoned(self, *, batch: int = 500) -> list[Run]:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 
-from app.domain import NotRequeueable, Run, RunNotFound, Status
+from app.domain import NotRequeueable, Run, RunNotFound, Status, Usage
 from app.queue.codec import events_params
 from app.queue.runs import GET_RUN
 from app.queue.statements import statement
@@ -19,6 +20,18 @@ DEAD_SINCE = statement("dead_since")
 QUEUE_DEPTH = statement("queue_depth")
 SET_TENANT_LIMIT = statement("set_tenant_limit")
 GET_TENANT_LIMIT = statement("get_tenant_limit")
+USAGE_BY_TENANT = statement("usage_by_tenant")
+RECENT_QUEUE_SAMPLES = statement("recent_queue_samples")
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSample:
+    """The queue at one minute (the reaper samples it), and the runs finished in the minute before."""
+
+    at: datetime
+    pending: int
+    leased: int
+    finished: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +40,8 @@ class QueueStats:
     inflight_by_tenant: dict[str, int]
     oldest_pending_age_s: float
     dead_last_hour: int
+    usage_last_24h: dict[str, Usage] = field(default_factory=dict)
+    last_hour: list[QueueSample] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,11 +72,18 @@ class Ops(Store):
             inflight = {r.tenant_id: r.n for r in await conn.execute(INFLIGHT_BY_TENANT)}
             oldest = float((await conn.execute(OLDEST_PENDING_AGE)).scalar() or 0)
             dead = int((await conn.execute(DEAD_SINCE, {"window_s": dead_window_s})).scalar() or 0)
+            usage = {
+                r.tenant_id: Usage(int(r.input_tokens), int(r.output_tokens), int(r.model_calls), int(r.tool_calls))
+                for r in await conn.execute(USAGE_BY_TENANT)
+            }
+            samples = [QueueSample(*r) for r in await conn.execute(RECENT_QUEUE_SAMPLES)]
         return QueueStats(
             by_status={s.value: counts.get(s.value, 0) for s in Status},
             inflight_by_tenant=inflight,
             oldest_pending_age_s=oldest,
             dead_last_hour=dead,
+            usage_last_24h=usage,
+            last_hour=samples,
         )
 
     async def queue_depth(self) -> QueueDepth:

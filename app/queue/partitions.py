@@ -77,7 +77,8 @@ def missing_days(partitions: list[EventPartition], today: date, *, days_ahead: i
     no partition covers: gaps left while no reaper ran are filled too, so no day's events
     stay in the default partition."""
     ranged = [p for p in partitions if not p.is_default and p.hi is not None]
-    first = max((p.hi.astimezone(UTC).date() for p in ranged), default=today)
+    ends = [p.hi.astimezone(UTC).date() for p in ranged if p.hi is not None]
+    first = max(ends, default=today)
     first = min(first, today)
     return [
         first + timedelta(days=n)

@@ -66,6 +66,7 @@ class NewRun:
     idempotency_key: str | None = None
     request_digest: str | None = None
     webhook: Mapping[str, Any] | None = None
+    traceparent: str | None = None  # the creating request's trace context (docs/usage.md)
 
 
 class Runs(Store):
@@ -84,6 +85,7 @@ class Runs(Store):
         idempotency_key: str | None = None,
         request_digest: str | None = None,
         webhook: Mapping[str, Any] | None = None,
+        traceparent: str | None = None,
     ) -> tuple[Run, bool]:
         """Store a pending run with its ``run.queued`` event; ``(run, created)``.
 
@@ -103,6 +105,7 @@ class Runs(Store):
             idempotency_key=idempotency_key,
             request_digest=request_digest,
             webhook=webhook,
+            traceparent=traceparent,
         )
         async with self._statement() as conn:
             return await self._insert_run(conn, new)
@@ -127,6 +130,7 @@ class Runs(Store):
             "webhook": dumps(new.webhook) if new.webhook is not None else None,
             "thread_id": thread_id,
             "thread_turn": thread_turn,
+            "traceparent": new.traceparent,
         }
         row = (await conn.execute(ENQUEUE, params)).first()
         if row is not None:

@@ -8,7 +8,9 @@ Each statement is written out whole in those files (procrastinate's ``queries.sq
 
 so it can be read, reviewed and EXPLAINed where it is defined. ``${events_channel}`` and its
 siblings stand for the channel names of :mod:`app.queue.channels`, filled in at load time, so
-that the names are defined once. ``tests/golden/queue_sql.txt`` holds every statement as sent.
+that the names are defined once. A piece that two statements share is written once as a
+``-- part: name`` block (``sql/parts.sql``) and included as ``${part:name}``.
+``tests/golden/queue_sql.txt`` holds every statement as sent.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from sqlalchemy import TextClause, text
 
 from app.queue.channels import CANCEL, EVENTS, RUNS, WEBHOOKS
 
-_NAME = re.compile(r"^-- name: (\w+)\n", re.MULTILINE)
+_NAME = re.compile(r"^-- (name|part): (\w+)\n", re.MULTILINE)
+_PART = re.compile(r"\$\{part:(\w+)\}")
 _CHANNELS = {
     "${events_channel}": EVENTS,
     "${runs_channel}": RUNS,
@@ -40,10 +43,11 @@ class Block:
     sql: str
 
 
-def _parse(file: str, source: str) -> list[Block]:
-    parts = _NAME.split(source)  # [preamble, name, body, name, body, ...]
+def _parse(file: str, source: str) -> list[tuple[str, Block]]:
+    """The file's blocks, each with its kind: ``name`` (a statement) or ``part``."""
+    pieces = _NAME.split(source)  # [preamble, kind, name, body, kind, name, body, ...]
     blocks = []
-    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+    for kind, name, body in zip(pieces[1::3], pieces[2::3], pieces[3::3], strict=True):
         lines = body.strip().splitlines()
         description = []
         while lines and lines[0].startswith("-- "):
@@ -53,24 +57,44 @@ def _parse(file: str, source: str) -> list[Block]:
             raise ValueError(f"{file}: block {name} must hold exactly one statement")
         for placeholder, channel in _CHANNELS.items():
             sql = sql.replace(placeholder, channel)
-        if "${" in sql:
-            raise ValueError(f"{file}: block {name} names an unknown placeholder")
-        blocks.append(Block(name, file, " ".join(description), sql))
+        blocks.append((kind, Block(name, file, " ".join(description), sql)))
     return blocks
 
 
-def _load() -> dict[str, Block]:
-    blocks: dict[str, Block] = {}
+def _include(block: Block, parts: dict[str, Block], used: set[str]) -> Block:
+    """The statement with its ``${part:name}`` filled in, each part's later lines indented to
+    where it stands, so the statement as sent reads as if written out whole."""
+
+    def fill(match: re.Match[str]) -> str:
+        if match[1] not in parts:
+            raise ValueError(f"{block.file}: block {block.name} names an unknown part {match[1]}")
+        used.add(match[1])
+        indent = " " * (match.start() - (block.sql.rfind("\n", 0, match.start()) + 1))
+        return f"-- part: {match[1]}\n{parts[match[1]].sql}".replace("\n", "\n" + indent)
+
+    sql = _PART.sub(fill, block.sql)
+    if "${" in sql:
+        raise ValueError(f"{block.file}: block {block.name} names an unknown placeholder")
+    return Block(block.name, block.file, block.description, sql)
+
+
+def _load() -> tuple[dict[str, Block], set[str]]:
+    """Every statement with its parts filled in, and the names of parts none includes."""
+    statements: dict[str, Block] = {}
+    parts: dict[str, Block] = {}
     for entry in sorted(resources.files("app.queue").joinpath("sql").iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".sql"):
-            for block in _parse(entry.name, entry.read_text(encoding="utf-8")):
-                if block.name in blocks:
-                    raise ValueError(f"{entry.name}: statement {block.name} is defined twice")
-                blocks[block.name] = block
-    return blocks
+            for kind, block in _parse(entry.name, entry.read_text(encoding="utf-8")):
+                found = statements if kind == "name" else parts
+                if block.name in found:
+                    raise ValueError(f"{entry.name}: {kind} {block.name} is defined twice")
+                found[block.name] = block
+    included: set[str] = set()
+    statements = {name: _include(block, parts, included) for name, block in statements.items()}
+    return statements, set(parts) - included
 
 
-BLOCKS = _load()
+BLOCKS, _UNUSED_PARTS = _load()
 _used: set[str] = set()
 
 
@@ -115,5 +139,5 @@ def quote_literal(value: str) -> str:
 
 
 def unused() -> set[str]:
-    """Statements defined in the files that no module asked for (dead SQL)."""
-    return set(BLOCKS) - _used
+    """Statements that no module asked for and parts that no statement includes (dead SQL)."""
+    return (set(BLOCKS) - _used) | _UNUSED_PARTS

@@ -26,7 +26,7 @@ from app.domain import (
     ThreadMessage,
     ThreadNotFound,
 )
-from app.queue.codec import dumps, events_params, loads, message_from_row, thread_from_row
+from app.queue.codec import dumps, events_params, message_from_row, thread_from_row
 from app.queue.runs import REQUEST_CANCEL, NewRun, Runs
 from app.queue.statements import statement
 
@@ -111,7 +111,7 @@ class Threads(Runs):
         before it (its own, from an earlier attempt, come back with its checkpoint)."""
         async with self._statement() as conn:
             rows = (await conn.execute(THREAD_HISTORY, {"thread_id": thread_id, "run_id": run_id})).all()
-        return [loads(r.message) for r in rows]
+        return [r.message for r in rows]
 
     async def list_thread_runs(
         self,

@@ -11,7 +11,7 @@ from typing import Any
 
 from app.domain import NotWaiting, Run, RunNotFound
 from app.queue.claims import BOUND_IDLE_TRANSACTION
-from app.queue.codec import dumps, loads
+from app.queue.codec import dumps
 from app.queue.maintenance import REAPER_LOCK
 from app.queue.runs import GET_RUN
 from app.queue.statements import statement
@@ -45,7 +45,7 @@ class Waits(Store):
         params = {"run_id": run_id, "name": name, "occurrence": occurrence}
         async with self._statement() as conn:
             row = (await conn.execute(FIND_WAITPOINT, params)).first()
-        return None if row is None else Recorded(loads(row.value), bool(row.timed_out))
+        return None if row is None else Recorded(row.value, bool(row.timed_out))
 
     async def resume(
         self, run_id: uuid.UUID, *, tenant_id: str | None, value: Any, waitpoint_id: uuid.UUID | None = None

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from app.domain import Delivery, DeliveryNotFound, Event, NotRedeliverable
-from app.queue.codec import delivery_from_row, loads
+from app.queue.codec import delivery_from_row
 from app.queue.statements import statement
 from app.queue.store import Store
 
@@ -59,7 +59,7 @@ class Webhooks(Store):
             event = Event(
                 seq=row.event_seq,
                 type=row.event_type,
-                data=loads(row.event_data),
+                data=row.event_data,
                 attempt=row.event_attempt,
                 created_at=row.event_created_at,
             )

@@ -8,7 +8,9 @@ Every write goes to the worker's :class:`~app.worker.writer.Writer` fenced by th
 lease, and through the redactor. Checkpoints also carry the budget counters, so ``max_turns``
 and ``max_tool_calls`` hold over the whole run, not per attempt, and how many waits of each name
 the agent had passed (docs/waits.md), so a resumed attempt's ``wait_for`` finds the same
-occurrence: the agent sees only its own state as ``resume_state``.
+occurrence: the agent sees only its own state as ``resume_state``. Usage (tokens, model and
+tool calls) rides the same statements: what the attempt consumed since its last checkpoint goes
+with the next one or with the ending, a waiting one too.
 """
 
 from __future__ import annotations
@@ -30,13 +32,14 @@ from app.agents.base import (
     WaitRequested,
     WaitTimedOut,
 )
-from app.domain import Claim, DatabaseUnavailable, Finish, Finished, LeaseLost, Wait
+from app.domain import Claim, DatabaseUnavailable, Finish, Finished, LeaseLost, Usage, Wait
 from app.metrics import EVENTS_APPENDED
 from app.queue import Queue
 from app.redact import Redactor
 from app.tools.shell import ProcessGroups, ShellResult, run_shell
 from app.worker.decide import AgentEnded, StopReason
 from app.worker.events import BackgroundTake, EventBuffer, PendingEvent, Take, Written
+from app.worker.usage import UsageMeter
 from app.worker.writer import Writer
 
 T = TypeVar("T")
@@ -69,7 +72,11 @@ class Attempt:
         self.budget: Mapping[str, Any] = run.budget
         saved = claim.resume_state if isinstance(claim.resume_state, dict) else {}
         self.resume_state: Any = saved.get("state")
-        self.usage = {name: int(saved.get(name, 0)) for name in _LIMITS}
+        self.counts = {name: int(saved.get(name, 0)) for name in _LIMITS}
+        max_tokens = run.budget.get("max_tokens")
+        self.usage = UsageMeter(
+            run.usage, tenant_id=run.tenant_id, max_tokens=None if max_tokens is None else int(max_tokens)
+        )
         self._waits: dict[str, int] = dict(saved.get("waits") or {})  # name -> waits passed
         self._stored: dict[str, Any] = saved  # the checkpoint a resumed attempt would start from
         self.lease_id = claim.lease_id
@@ -157,7 +164,8 @@ class Attempt:
         """Write the attempt's ending with every event still buffered, once the agent is done
         (nothing cancels it any more); :class:`LeaseLost` if the claim is no longer ours."""
         finish = self._clean(finish)
-        return await self.events.flush_final(
+        usage = self.usage.unstored
+        finished = await self.events.flush_final(
             lambda take: self._write(
                 lambda redacted: self._writer.finish(
                     run_id=self.run_id,
@@ -165,10 +173,13 @@ class Attempt:
                     finish=finish,
                     take=redacted,
                     messages=tuple(self._unsaved_messages),  # read under the buffer's lock
+                    usage=usage,
                 ),
                 take,
             )
         )
+        self.usage.written(usage)
+        return finished
 
     def close(self) -> None:
         """The attempt is over: no task to cancel, no tool left running, no timer pending."""
@@ -205,14 +216,16 @@ class Attempt:
     async def checkpoint(self, state: Any) -> None:
         """Store ``state`` with the events before it; waits out a database outage (the events
         stay buffered meanwhile), so a checkpoint never fails the attempt."""
-        stored = {"state": state, **self.usage, "waits": dict(self._waits)}
+        stored = {"state": state, **self.counts, "waits": dict(self._waits)}
 
         async def store(take: Take) -> None:
-            # Under the buffer's lock, in a shielded task: the messages written are forgotten
-            # here, even when the agent is cancelled meanwhile, so no ending writes them again.
-            messages = tuple(self._unsaved_messages)
-            await self._append(take, state=stored, messages=messages)
+            # Under the buffer's lock, in a shielded task: the messages and usage written are
+            # forgotten here, even when the agent is cancelled meanwhile, so no ending writes
+            # them again.
+            messages, usage = tuple(self._unsaved_messages), self.usage.unstored
+            await self._append(take, state=stored, messages=messages, usage=usage)
             del self._unsaved_messages[: len(messages)]
+            self.usage.written(usage)
 
         while True:
             try:
@@ -236,10 +249,22 @@ class Attempt:
             checked.append(self._redactor.data(dict(message)))
         self._unsaved_messages.extend(checked)
 
-    async def _append(self, take: Take, *, state: Any = None, messages: Sequence[Mapping[str, Any]] = ()) -> None:
+    async def _append(
+        self,
+        take: Take,
+        *,
+        state: Any = None,
+        messages: Sequence[Mapping[str, Any]] = (),
+        usage: Usage | None = None,
+    ) -> None:
         await self._write(
             lambda redacted: self._writer.append(
-                run_id=self.run_id, lease_id=self.lease_id, take=redacted, state=state, messages=messages
+                run_id=self.run_id,
+                lease_id=self.lease_id,
+                take=redacted,
+                state=state,
+                messages=messages,
+                usage=usage,
             ),
             take,
         )
@@ -351,9 +376,21 @@ class Attempt:
 
     def count_tool_call(self) -> None:
         self._count("tool_calls")
+        self.usage.add(Usage(tool_calls=1))
+
+    def record_usage(
+        self, *, input_tokens: int = 0, output_tokens: int = 0, model_calls: int = 0, tool_calls: int = 0
+    ) -> None:
+        """Add what a model call (or a tool) consumed. Past ``budget.max_tokens`` the run stops
+        at once (its tools are killed, ``cancelled`` turns true) and ends dead with
+        ``budget_exceeded``, whatever the agent does with the exception raised here."""
+        self.usage.add(Usage(input_tokens, output_tokens, model_calls, tool_calls))
+        if self.usage.over_budget:
+            self._mark_stopped("budget")
+            raise BudgetExceeded(self.usage.budget_message)
 
     def _count(self, name: str) -> None:
-        self.usage[name] += 1
+        self.counts[name] += 1
         limit = self.budget.get(_LIMITS[name])
-        if limit is not None and self.usage[name] > int(limit):
+        if limit is not None and self.counts[name] > int(limit):
             raise BudgetExceeded(f"{_LIMITS[name]} of {limit} used up")

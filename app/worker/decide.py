@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from app.agents.base import AgentError, DeadlineExceeded, FatalError
+from app.agents.base import AgentError, BudgetExceeded, DeadlineExceeded, FatalError
 from app.domain import DatabaseUnavailable, Finish, LeaseLost, Wait
 
-StopReason = Literal["cancel", "lease_lost", "shutdown", "deadline"]
+StopReason = Literal["cancel", "lease_lost", "shutdown", "deadline", "budget"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,18 +26,20 @@ class AgentEnded:
         return not self.cancelled and self.error is None and self.wait is None
 
 
-def decide(ended: AgentEnded, stop: StopReason | None, *, deadline_message: str) -> Finish | None:
+def decide(
+    ended: AgentEnded, stop: StopReason | None, *, deadline_message: str, budget_message: str = ""
+) -> Finish | None:
     """The ending of this attempt, or ``None`` when its lease is lost: the claim belongs to
     someone else now, and this worker writes nothing more for it.
 
     A stop wins over how the agent ended only if the agent did not return: a value returned
     before a late cancel is still the run's output. A wait is a clean end like a return,
-    except that a cancel or a deadline still wins over it. A lost lease wins over everything.
+    except that a cancel, a deadline or a passed ``max_tokens`` still wins over it. A lost lease wins over everything.
     """
     error = ended.error
     if stop == "lease_lost" or isinstance(error, LeaseLost):
         return None
-    if ended.wait is not None and stop not in ("cancel", "deadline"):
+    if ended.wait is not None and stop not in ("cancel", "deadline", "budget"):
         return Finish.waiting(ended.wait)
     if not ended.returned:
         match stop:
@@ -47,6 +49,8 @@ def decide(ended: AgentEnded, stop: StopReason | None, *, deadline_message: str)
                 return Finish.released()
             case "deadline":
                 return Finish.dead(DeadlineExceeded.code, deadline_message)
+            case "budget":  # max_tokens passed: also when the agent swallowed BudgetExceeded
+                return Finish.dead(BudgetExceeded.code, budget_message)
     match error:
         case None if ended.returned:
             return Finish.done(ended.value)

@@ -11,6 +11,7 @@ import signal
 import uvloop
 from prometheus_client import start_http_server
 
+from app import tracing
 from app.agents.model_client import close_shared_clients
 from app.db.engine import asyncpg_dsn, engine_for
 from app.domain import WorkerInfo
@@ -30,6 +31,7 @@ log = logging.getLogger(__name__)
 def run_worker(settings: Settings, *, database_url: str, concurrency: int) -> int:
     """Run until SIGTERM/SIGINT, then shut down gracefully; the process's exit status."""
     configure_logging(settings.log_format, settings.log_level)
+    tracing.configure("runq-worker")  # only when OTEL_* asks for traces (docs/usage.md)
     if settings.worker_metrics_port:
         start_http_server(settings.worker_metrics_port)
 

@@ -16,6 +16,7 @@ import time
 import uuid
 from datetime import UTC, datetime
 
+from app import tracing
 from app.agents.base import (
     Agent,
     DeadlineExceeded,
@@ -102,7 +103,7 @@ class Runner:
             free = self._concurrency - len(self._tasks)
             if free > 0:
                 try:
-                    claims = await self._claim(free)
+                    claims, claimed = await self._claim(free)
                 except Exception as exc:
                     # An outage is expected and logged in one line; anything else is a bug.
                     wait = backoff.next()
@@ -117,7 +118,7 @@ class Runner:
                 backoff.reset()
                 self._drained = len(claims) < free or not claims.more
                 for claim in claims:
-                    self._start(claim)
+                    self._start(claim, claimed)
             await self._sleep(self._poll_interval())
 
     def _poll_interval(self) -> float:
@@ -139,19 +140,22 @@ class Runner:
             async with asyncio.timeout(seconds):
                 await self._wake.wait()
 
-    async def _claim(self, limit: int) -> ClaimBatch:
+    async def _claim(self, limit: int) -> tuple[ClaimBatch, tuple[int, int]]:
+        """The claims, with the claim statement's start and end (ns, for their traces)."""
         started = time.perf_counter()
+        started_ns = tracing.now_ns()
         claims = await self._queue.claim_batch(worker_id=self._worker_id, limit=limit)
         CLAIM_LATENCY.observe(time.perf_counter() - started)
+        claimed = (started_ns, tracing.now_ns())
         if claims:
             RUNS_CLAIMED.inc(len(claims))
             now = datetime.now(UTC)
             for claim in claims:
                 PICKUP_LATENCY.observe(max((now - claim.run.available_at).total_seconds(), 0.0))
-        return claims
+        return claims, claimed
 
-    def _start(self, claim: Claim) -> None:
-        task = asyncio.create_task(self._execute(claim), name=f"run-{claim.run.id}")
+    def _start(self, claim: Claim, claimed: tuple[int, int]) -> None:
+        task = asyncio.create_task(self._execute(claim, claimed), name=f"run-{claim.run.id}")
         self._tasks.add(task)
         task.add_done_callback(self._slot_freed)
 
@@ -180,38 +184,57 @@ class Runner:
 
     # -- one run ----------------------------------------------------------------------------
 
-    async def _execute(self, claim: Claim) -> None:
+    async def _execute(self, claim: Claim, claimed: tuple[int, int]) -> None:
         run = claim.run
-        with log_context(run_id=run.id, tenant_id=run.tenant_id, attempt=run.attempts):
-            attempt = Attempt(
-                claim,
-                queue=self._queue,
-                writer=self._writer,
-                redactor=self._redactor,
-                loop=asyncio.get_running_loop(),
+        # The attempt's span, in the run's trace (under the request that created it), from the
+        # claim on; the claim, model calls and tool calls are spans below it.
+        attributes = {"runq.run_id": str(run.id), "runq.tenant_id": run.tenant_id,
+                      "runq.agent": run.agent, "runq.attempt": run.attempts}
+        with (
+            tracing.span("runq.attempt", traceparent=run.traceparent, attributes=attributes, start_ns=claimed[0]) as span,
+            log_context(run_id=run.id, tenant_id=run.tenant_id, attempt=run.attempts),
+        ):
+            tracing.record_span("runq.claim", start_ns=claimed[0], end_ns=claimed[1],
+                                attributes={"runq.worker_id": self._worker_id})
+            await self._attempt(claim, span)
+
+    async def _attempt(self, claim: Claim, span: tracing.Span) -> None:
+        run = claim.run
+        attempt = Attempt(
+            claim,
+            queue=self._queue,
+            writer=self._writer,
+            redactor=self._redactor,
+            loop=asyncio.get_running_loop(),
+        )
+        previous = self._attempts.get(run.id)
+        if previous is not None:
+            # This worker re-claimed its own run after the lease expired: the older
+            # attempt has lost it, even if no heartbeat has said so yet.
+            previous.stop("lease_lost")
+        self._attempts[run.id] = attempt
+        self._heartbeat.hold(run.id, attempt)
+        try:
+            ended = await self._run_agent(attempt)
+            finish = decide(
+                ended,
+                attempt.stop_reason,
+                deadline_message=_deadline_message(run),
+                budget_message=attempt.usage.budget_message,
             )
-            previous = self._attempts.get(run.id)
-            if previous is not None:
-                # This worker re-claimed its own run after the lease expired: the older
-                # attempt has lost it, even if no heartbeat has said so yet.
-                previous.stop("lease_lost")
-            self._attempts[run.id] = attempt
-            self._heartbeat.hold(run.id, attempt)
-            try:
-                ended = await self._run_agent(attempt)
-                finish = decide(ended, attempt.stop_reason, deadline_message=_deadline_message(run))
-                if finish is None:
-                    LEASES_LOST.inc()
-                    log.warning("lease lost: run stopped, nothing more written for this attempt")
-                    return
-                if ended.error is not None and finish.error_code == "internal_error":
-                    log.error("agent raised an unexpected error", exc_info=ended.error)
-                await self._finish(attempt, finish)
-            finally:
-                attempt.close()
-                self._heartbeat.drop(run.id, attempt)
-                if self._attempts.get(run.id) is attempt:
-                    del self._attempts[run.id]
+            if finish is None:
+                LEASES_LOST.inc()
+                log.warning("lease lost: run stopped, nothing more written for this attempt")
+                return
+            if ended.error is not None and finish.error_code == "internal_error":
+                log.error("agent raised an unexpected error", exc_info=ended.error)
+            span.set_attributes({"runq.ending": finish.ending.value, "runq.error_code": finish.error_code or ""})
+            await self._finish(attempt, finish)
+        finally:
+            attempt.close()
+            self._heartbeat.drop(run.id, attempt)
+            if self._attempts.get(run.id) is attempt:
+                del self._attempts[run.id]
 
     async def _run_agent(self, attempt: Attempt) -> AgentEnded:
         """How the agent's call ended; an agent that cannot run ends as a fatal error."""

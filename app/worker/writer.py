@@ -27,7 +27,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
 
-from app.domain import Finish, Finished, LeaseLost
+from app import tracing
+from app.domain import Finish, Finished, LeaseLost, Usage
 from app.queue import Appended, Ended, NewEvents, NewMessages, Queue
 
 MAX_BATCH = 64
@@ -98,6 +99,7 @@ class Batcher(Generic[ItemT, ResultT]):
             self._writer = asyncio.create_task(self._drain(), name=self._name)
 
     async def _drain(self) -> None:
+        tracing.detach()  # started by one run's write, it writes for all of them
         loop = asyncio.get_running_loop()
         while True:
             # at least one turn of the loop: items added in this same turn join the batch
@@ -166,17 +168,31 @@ class Writer:
         take: Take,
         state: Any = None,
         messages: NewMessages = (),
+        usage: Usage | None = None,
     ) -> int:
-        """The run's buffered events (with a ``state``, also its checkpoint and thread messages)
-        on the next tick; its last seq, or :class:`LeaseLost` if the claim is no longer ours."""
-        return await self._appends.write(lambda: Appended(run_id, lease_id, take(), state, messages))
+        """The run's buffered events (with a ``state``, also its checkpoint, thread messages
+        and the ``usage`` since the last one) on the next tick; its last seq, or
+        :class:`LeaseLost` if the claim is no longer ours."""
+        return await self._appends.write(
+            lambda: Appended(run_id, lease_id, take(), state, messages=messages, usage=usage)
+        )
 
     async def finish(
-        self, *, run_id: uuid.UUID, lease_id: uuid.UUID, finish: Finish, take: Take, messages: NewMessages = ()
+        self,
+        *,
+        run_id: uuid.UUID,
+        lease_id: uuid.UUID,
+        finish: Finish,
+        take: Take,
+        messages: NewMessages = (),
+        usage: Usage | None = None,
     ) -> Finished:
-        """End the attempt with its buffered events and thread messages (batched with the other
-        runs' endings); :class:`LeaseLost` if the claim is no longer ours."""
-        return await self._endings.write(lambda: Ended(run_id, lease_id, finish, take(), messages))
+        """End the attempt with its buffered events, thread messages and the usage since its
+        last checkpoint (batched with the other runs' endings); :class:`LeaseLost` if the claim
+        is no longer ours."""
+        return await self._endings.write(
+            lambda: Ended(run_id, lease_id, finish, take(), messages=messages, usage=usage)
+        )
 
     def append_in_background(
         self,

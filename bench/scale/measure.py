@@ -143,6 +143,8 @@ async def sse_fan_out(c: Cluster, *, subscribers: int, runs: int, steps: int, st
         "frames_received": len(receipts),
         "frames_expected": expected,
         "latency_s": summary(latencies),
+        "frames_per_s": round(len(live) / max(max(at for *_, at in live) - min(at for *_, at in live), 1e-9), 1)
+        if live else 0.0,
         "connect_s": round(connect_s, 1),
         "reconnects": RECONNECTS[0],
         "api_rss_mb_connected": {str(k): round(v, 1) for k, v in connected_rss.items()},

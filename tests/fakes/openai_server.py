@@ -45,14 +45,17 @@ class Reply:
     stall: bool = False
     piece: int = 4  # characters per content / arguments delta
     midway: threading.Event | None = None  # set: the second half of the stream may go
+    # (prompt_tokens, completion_tokens) sent as the last chunk when the request asks for
+    # stream_options.include_usage, as the real API does; None: this model sends no usage
+    usage: tuple[int, int] | None = None
 
 
-def answer(text: str) -> Reply:
-    return Reply(text=text)
+def answer(text: str, *, usage: tuple[int, int] | None = None) -> Reply:
+    return Reply(text=text, usage=usage)
 
 
-def calls(*tool_calls: ToolCall, text: str = "") -> Reply:
-    return Reply(text=text, tool_calls=tool_calls)
+def calls(*tool_calls: ToolCall, text: str = "", usage: tuple[int, int] | None = None) -> Reply:
+    return Reply(text=text, tool_calls=tool_calls, usage=usage)
 
 
 def error(status: int, message: str, **headers: str) -> Reply:
@@ -159,7 +162,8 @@ class FakeOpenAI:
                 ],
             }
         )
-        chunks = list(_chunks(reply, model=request.body.get("model", "")))
+        include_usage = bool((request.body.get("stream_options") or {}).get("include_usage"))
+        chunks = list(_chunks(reply, model=request.body.get("model", ""), include_usage=include_usage))
         for i, chunk in enumerate(chunks):
             if reply.midway is not None and i == len(chunks) // 2:
                 await asyncio.to_thread(reply.midway.wait, 60)
@@ -199,7 +203,7 @@ class FakeOpenAI:
         return False
 
 
-def _chunks(reply: Reply, *, model: str) -> Iterator[bytes]:
+def _chunks(reply: Reply, *, model: str, include_usage: bool = False) -> Iterator[bytes]:
     """The reply as the real API streams it."""
     created = int(time.time())
     chunk_id = f"chatcmpl-fake{created}"
@@ -244,4 +248,19 @@ def _chunks(reply: Reply, *, model: str) -> Iterator[bytes]:
         for piece in pieces(arguments):
             yield event({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
     yield event({}, "tool_calls" if reply.tool_calls else "stop")
+    if include_usage and reply.usage is not None:
+        prompt, completion = reply.usage
+        chunk = {
+            "id": chunk_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [],
+            "usage": {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+            },
+        }
+        yield f"data: {json.dumps(chunk)}\n\n".encode()
     yield b"data: [DONE]\n\n"

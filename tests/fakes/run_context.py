@@ -59,6 +59,7 @@ class FakeRunContext:
         self._stored_passed = dict(self.passed)
         self.turns = 0
         self.tool_calls = 0
+        self.usage = dict.fromkeys(("input_tokens", "output_tokens", "model_calls", "tool_calls"), 0)
         self._cancelled = False
 
     def retry(self) -> FakeRunContext:
@@ -131,6 +132,15 @@ class FakeRunContext:
         self.tool_calls += 1
         if self.tool_calls > self.budget.get("max_tool_calls", float("inf")):
             raise BudgetExceeded("max_tool_calls used up")
+
+    def record_usage(
+        self, *, input_tokens: int = 0, output_tokens: int = 0, model_calls: int = 0, tool_calls: int = 0
+    ) -> None:
+        for name, value in (("input_tokens", input_tokens), ("output_tokens", output_tokens),
+                            ("model_calls", model_calls), ("tool_calls", tool_calls)):
+            self.usage[name] += value
+        if self.usage["input_tokens"] + self.usage["output_tokens"] > self.budget.get("max_tokens", float("inf")):
+            raise BudgetExceeded("max_tokens passed")
 
     async def shell(self, command: str, *, timeout_s: float | None = None) -> ShellResult:
         proc = await asyncio.create_subprocess_shell(

@@ -379,3 +379,104 @@ async def test_a_thread_sends_the_history_and_stores_every_message_of_its_turns(
     # the second run's request: its system prompt, the whole history, then the new input
     sent = server.requests[2].body["messages"]
     assert sent == [{"role": "system", "content": "Be brief."}, *stored[:4], {"role": "user", "content": "thanks"}]
+# -- usage and budgets (docs/usage.md) --------------------------------------------------------
+
+
+async def test_usage_is_the_sum_of_the_usage_chunks_sent(
+    queue: Queue, server: FakeOpenAI, start_worker: StartWorker
+) -> None:
+    server.script(
+        calls(ToolCall("c1", "shell", {"command": "echo hi"}), usage=(120, 30)),
+        calls(ToolCall("c2", "shell", {"command": "echo again"}), usage=(180, 25)),
+        answer("no usage from this one"),  # a model call, no tokens
+    )
+    start_worker()
+    run_id = await _enqueue(queue, "openai", {"prompt": "count me", "tools": ["shell"]})
+
+    run = await _finished(queue, run_id, Status.DONE)
+
+    assert all(r.body["stream_options"] == {"include_usage": True} for r in server.requests)
+    assert run.usage.as_dict() == {
+        "input_tokens": 300,
+        "output_tokens": 55,
+        "model_calls": 3,
+        "tool_calls": 2,
+    }
+
+
+async def test_max_tokens_stops_the_run_mid_conversation(
+    queue: Queue, server: FakeOpenAI, start_worker: StartWorker
+) -> None:
+    server.script(
+        calls(ToolCall("c1", "shell", {"command": "echo one"}), usage=(60, 20)),
+        calls(ToolCall("c2", "shell", {"command": "echo two"}), usage=(90, 20)),
+        answer("never asked for"),
+    )
+    start_worker()
+    run, _ = await queue.enqueue(
+        tenant_id=TENANT,
+        agent="openai",
+        input={"prompt": "spend", "tools": ["shell"]},
+        budget={"max_tokens": 150},
+        max_attempts=3,
+    )
+
+    dead = await _finished(queue, run.id, Status.DEAD)
+
+    assert dead.error_code == "budget_exceeded" and dead.attempts == 1
+    assert dead.error_message == "max_tokens of 150 passed (190 tokens used)"
+    assert dead.usage.as_dict() == {
+        "input_tokens": 150,
+        "output_tokens": 40,
+        "model_calls": 2,
+        "tool_calls": 1,
+    }
+    assert len(server.requests) == 2
+    # the second turn's tool call never ran: the run stopped on its usage chunk
+    assert [e.data["tool_call_id"] for e in await _events(queue, run.id, "tool.call")] == ["c1"]
+    (failed,) = await _events(queue, run.id, "run.failed")
+    assert failed.data["error_code"] == "budget_exceeded"
+
+
+@pytest.mark.chaos
+async def test_usage_survives_a_retry_from_the_checkpoint_without_double_counting(
+    queue: Queue, server: FakeOpenAI, start_worker: StartWorker, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes.txt"
+    server.script(
+        calls(
+            ToolCall("call_a", "record", {"path": str(notes), "note": "first"}),
+            ToolCall(
+                "call_b", "record", {"path": str(notes), "note": "second", "hang_on_attempt": 1}
+            ),
+            usage=(100, 10),
+        ),
+        answer("both recorded", usage=(50, 5)),
+    )
+    doomed = start_worker()
+    run_id = await _enqueue(queue, "recording", {"prompt": "record twice", "tools": ["record"]})
+    # turn 1 and call_a are checkpointed; call_b is counted, not stored, when the worker dies
+    await eventually(lambda: notes.with_suffix(".hanging").exists())
+    stored = await queue.get_run(run_id, tenant_id=TENANT)
+    assert stored.usage.as_dict() == {
+        "input_tokens": 100,
+        "output_tokens": 10,
+        "model_calls": 1,
+        "tool_calls": 1,
+    }
+
+    doomed.send_signal(signal.SIGKILL)
+    doomed.wait(timeout=10)
+    start_worker()
+
+    run = await _finished(queue, run_id, Status.DONE)
+
+    assert run.attempts == 2
+    # call_b once (attempt 2 redid it), turn 1 once (not asked again), turn 2 once
+    assert run.usage.as_dict() == {
+        "input_tokens": 150,
+        "output_tokens": 15,
+        "model_calls": 2,
+        "tool_calls": 2,
+    }
+    assert (await queue.stats()).usage_last_24h == {TENANT: run.usage}  # the tenant's hour too

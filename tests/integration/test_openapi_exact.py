@@ -56,9 +56,11 @@ BUSINESS_RULES = {
     ("positive_data_acceptance", "DELETE /schedules/{schedule_id}", "invalid_id"),
     # Last-Event-ID is a seq, and seqs are int4: ten digits above 2147483647 are no seq.
     ("positive_data_acceptance", "GET /runs/{run_id}/events", "invalid_cursor"),
-    # jsonb cannot store NUL characters or lone surrogates, at any depth of `input` or in a note.
+    # jsonb cannot store NUL characters or lone surrogates, at any depth of `input`, in a note or in
+    # a resume's value.
     ("positive_data_acceptance", "POST /runs", "validation_error"),
     ("positive_data_acceptance", "POST /runs/{run_id}/cancel", "validation_error"),
+    ("positive_data_acceptance", "POST /runs/{run_id}/resume", "validation_error"),
     # Cancelling a run that has already finished is a conflict by design (DESIGN §2).
     ("positive_data_acceptance", "POST /runs/{run_id}/cancel", "run_finished"),
     # Threads (docs/threads.md): cursors are opaque; a thread run's body is a run's body (its

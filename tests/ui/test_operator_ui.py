@@ -187,10 +187,37 @@ def test_admin_sees_workers_and_queue_stats(
 
         page.get_by_role("link", name="Stats").click()
         expect(page.locator('[data-stat="leased"] .tile-value')).not_to_have_text("0")
-        expect(page.get_by_role("table")).to_contain_text(keys.tenant)
+        expect(page.get_by_role("table", name="In-flight runs per tenant")).to_contain_text(keys.tenant)
         admin.shot("stats")
     finally:
         api_client.post(f"/runs/{run['id']}/cancel", headers=keys.headers(keys.tenant_key))
+
+
+def test_usage_on_the_run_page_and_per_tenant_with_charts_on_the_stats_page(
+    tab_factory: Any, keys: Keys, api_client: httpx.Client
+) -> None:
+    run = create_run(api_client, keys, input={"prompt": "count", "steps": 3, "step_s": 0})
+    admin: Tab = tab_factory()
+    admin.sign_in(keys.admin_key, "admin")
+    admin.open_run(run["id"])
+    page = admin.page
+    expect(status_badge(page)).to_have_text("done")
+    # the demo agent's three steps are tool calls; it calls no model
+    expect(page.locator("dl.facts")).to_contain_text("0 tokens (0 in, 0 out) · 0 model calls · 3 tool calls")
+
+    page.get_by_role("link", name="Stats").click()
+    usage = page.get_by_role("table", name="Usage per tenant in the last 24 hours")
+    row = usage.locator("tr", has_text=keys.tenant)
+    expect(row).to_be_visible()
+    # the tenant's other tests' runs count too: at least this run's three tool calls
+    assert int(row.locator("td").last.inner_text().replace(",", "")) >= 3
+    depth = page.locator('figure[data-chart="Queue depth"]')
+    # the reaper samples the queue once a minute, its first pass at once
+    expect(depth.get_by_role("img")).to_have_attribute("aria-label", re.compile(r"^Queue depth: pending \d+, leased \d+"))
+    expect(depth.locator("polyline")).to_have_count(2)
+    finished = page.locator('figure[data-chart="Runs finished per minute"]')
+    expect(finished.get_by_role("img")).to_be_visible()
+    admin.shot("stats-usage")
 
 
 def test_stream_resumes_after_the_api_crashes(

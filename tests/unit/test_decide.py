@@ -32,6 +32,10 @@ CASES: list[tuple[str, AgentEnded, StopReason | None, Finish | None]] = [
     ("raised on shutdown", raised(ValueError("x")), "shutdown", Finish.released()),
     ("stopped by deadline", CANCELLED, "deadline", Finish.dead("deadline_exceeded", "late")),
     ("stopped, lease lost", CANCELLED, "lease_lost", None),
+    ("stopped by max_tokens", CANCELLED, "budget", Finish.dead("budget_exceeded", "over")),
+    ("raised on max_tokens", raised(BudgetExceeded("over")), "budget", Finish.dead("budget_exceeded", "over")),
+    ("swallowed max_tokens, then raised", raised(ValueError("x")), "budget", Finish.dead("budget_exceeded", "over")),
+    ("returned, then max_tokens", RETURNED, "budget", Finish.done({"text": "hi"})),
     ("raised LeaseLost", raised(LeaseLost("r")), None, None),
     ("raised LeaseLost during a cancel", raised(LeaseLost("r")), "cancel", None),
     ("fatal", raised(FatalError("no")), None, Finish.dead("fatal_error", "no")),
@@ -42,18 +46,19 @@ CASES: list[tuple[str, AgentEnded, StopReason | None, Finish | None]] = [
     ("database down", raised(DatabaseUnavailable("gone")), None, Finish.retry("database_unavailable", "gone")),
     ("cancelled without a stop", CANCELLED, None, Finish.retry("internal_error", "the agent's task was cancelled")),
     ("unexpected", raised(KeyError("k")), None, Finish.retry("internal_error", "KeyError: 'k'")),
-    # A wait ends the attempt cleanly, as a return does; a cancel or a deadline still wins.
+    # A wait ends the attempt cleanly, as a return does; a cancel, a deadline or max_tokens still wins.
     ("waited", WAITED, None, Finish.waiting(WAIT)),
     ("waited, then shutdown", WAITED, "shutdown", Finish.waiting(WAIT)),
     ("waited, then cancel", WAITED, "cancel", Finish.cancelled()),
     ("waited, then deadline", WAITED, "deadline", Finish.dead("deadline_exceeded", "late")),
     ("waited, then lease lost", WAITED, "lease_lost", None),
+    ("swallowed max_tokens, then waited", WAITED, "budget", Finish.dead("budget_exceeded", "over")),
 ]
 
 
 @pytest.mark.parametrize(("ended", "stop", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_decide(ended: AgentEnded, stop: StopReason | None, expected: Finish | None) -> None:
-    assert decide(ended, stop, deadline_message="late") == expected
+    assert decide(ended, stop, deadline_message="late", budget_message="over") == expected
 
 
 def test_every_ending_is_reachable() -> None:

@@ -26,7 +26,10 @@ def _default(value: str) -> str:
 
 def test_compose_has_the_production_shape() -> None:
     services = _compose()["services"]
-    assert set(services) == {"postgres", "migrate", "api", "worker", "pgbouncer"}
+    # the optional collector runs only with its profile (docker compose --profile tracing up)
+    assert {n for n, s in services.items() if "profiles" not in s} == {"postgres", "migrate", "api", "worker"}
+    assert services["jaeger"]["profiles"] == ["tracing"]
+    assert services["pgbouncer"]["profiles"] == ["pgbouncer"]
     for name in ("migrate", "api", "worker"):
         env = services[name]["environment"]
         assert env["RUNQ_ENV"] == "production"
@@ -72,7 +75,7 @@ def test_workers_get_longer_than_their_grace_to_stop() -> None:
 def test_the_image_leaves_out_the_embedded_server_and_the_virtualenv() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     installs = re.findall(r"pip install ([^&\n]+)", dockerfile)
-    assert installs == ["-e . "], installs  # no [embedded], no [dev]
+    assert installs == ["-e '.[otel]' "], installs  # no [embedded], no [dev]; traces only when OTEL_* asks
     ignored = set((ROOT / ".dockerignore").read_text().split())
     assert {".venv/", ".runq/", ".git/"} <= ignored
 

@@ -387,6 +387,33 @@ async def test_no_key_for_api_openai_com_fails_at_once_without_a_request() -> No
     assert _types(ctx) == []  # it never reached the model
 
 
+async def test_usage_chunks_are_recorded_and_a_model_without_them_counts_calls(
+    server: FakeOpenAI, agent: Agent
+) -> None:
+    server.script(
+        calls(ToolCall("call_1", "record", {"note": "n"}), usage=(40, 7)),
+        answer("ok"),  # this model sends no usage chunk
+    )
+    ctx = FakeRunContext({"prompt": "hi", "tools": ["record"]})
+
+    assert await agent.run(ctx) == {"text": "ok"}
+
+    assert ctx.usage == {"input_tokens": 40, "output_tokens": 7, "model_calls": 2, "tool_calls": 0}
+    assert all(r.body["stream_options"] == {"include_usage": True} for r in server.requests)
+
+
+async def test_max_tokens_raises_on_the_usage_chunk_before_the_tools_run(
+    server: FakeOpenAI, agent: Agent
+) -> None:
+    server.script(calls(ToolCall("call_1", "record", {"note": "never"}), usage=(90, 20)))
+    ctx = FakeRunContext({"prompt": "hi", "tools": ["record"]}, budget={"max_tokens": 100})
+
+    with pytest.raises(BudgetExceeded):
+        await agent.run(ctx)
+
+    assert notes == [] and ctx.of_type("message.completed") == []
+
+
 # -- approval of tools (docs/waits.md) ------------------------------------------------------
 
 

@@ -1,20 +1,21 @@
 -- The worker's claims and the heartbeat that keeps them.
 
--- name: claim_batch
--- Lease up to :limit runnable runs (SKIP LOCKED), each with a new lease_id and its run.started.
-WITH picked AS (
-    SELECT id FROM agent_runs
-     WHERE status = 'pending' AND available_at <= now() AND cancel_requested_at IS NULL
-       -- threads (§8): one run of a thread at a time, in creation order (ix_agent_runs_thread_inflight)
-       AND NOT EXISTS (SELECT 1 FROM agent_runs p
-                        WHERE p.thread_id = agent_runs.thread_id AND p.thread_id IS NOT NULL
-                          AND p.thread_turn < agent_runs.thread_turn
-                          AND p.status NOT IN ('done', 'dead', 'cancelled'))
-     ORDER BY queue_rank, created_at
-     LIMIT :limit
-       FOR UPDATE SKIP LOCKED
-), claimed AS (
-    -- lease_id is new for every claim ever made of a run, so it fences a requeued run too
+-- part: thread_turn_is_next
+-- A condition on the run r: no earlier run of its thread is still in flight (threads, §8: one
+-- run of a thread at a time, in creation order; ix_agent_runs_thread_inflight).
+NOT EXISTS (SELECT 1 FROM agent_runs p
+             WHERE p.thread_id = r.thread_id AND p.thread_id IS NOT NULL
+               AND p.thread_turn < r.thread_turn
+               AND p.status NOT IN ('done', 'dead', 'cancelled'))
+
+-- part: lease_picked
+-- Defines claimed, started, registered and notified: the runs of picked leased (lease_id is new
+-- for every claim ever made of a run, so it fences a requeued run too), each with its
+-- run.started; the worker's slots in use as of this claim (:limit were free), so that
+-- runq_wake_workers picks workers that have room; one NOTIFY per 150 runs
+-- ("<run_id>:<last_seq>" joined by commas, under 8,000 bytes), not one per run: each costs the
+-- committing backend and every listening session. The statement must read notified.
+claimed AS (
     UPDATE agent_runs r
        SET status = 'leased', attempts = r.attempts + 1, lease_id = gen_random_uuid(),
            locked_by = :worker_id, locked_until = now() + make_interval(secs => :lease_s),
@@ -29,17 +30,27 @@ WITH picked AS (
       FROM claimed
     RETURNING run_id
 ), registered AS (
-    -- the worker's slots in use as of this claim (:limit were free), so that runq_wake_workers
-    -- picks workers that have room; a data-modifying CTE runs whether or not it is read
+    -- a data-modifying CTE runs whether or not it is read
     UPDATE workers SET slots_in_use = greatest(slots - CAST(:limit AS int), 0) + (SELECT count(*) FROM claimed)
      WHERE worker_id = :worker_id
 ), notified AS MATERIALIZED (
-    -- One NOTIFY per 150 runs ("<run_id>:<last_seq>" joined by commas, under 8,000 bytes),
-    -- not one per run: each costs the committing backend and every listening session.
     SELECT pg_notify('${events_channel}', string_agg(n.id::text || ':' || n.last_event_seq, ',')) AS sent
       FROM (SELECT id, last_event_seq, (row_number() OVER ()) / 150 AS chunk FROM claimed) n
      GROUP BY n.chunk
-), room AS (
+)
+
+-- name: claim_batch
+-- Lease up to :limit runnable runs (SKIP LOCKED), each with a new lease_id and its run.started.
+WITH picked AS (
+    SELECT r.id FROM agent_runs r
+     WHERE r.status = 'pending' AND r.available_at <= now() AND r.cancel_requested_at IS NULL
+       AND ${part:thread_turn_is_next}
+     ORDER BY r.queue_rank, r.created_at
+     LIMIT :limit
+       FOR UPDATE OF r SKIP LOCKED
+),
+${part:lease_picked},
+room AS (
     -- free slots other workers have registered: runq_wake_workers woke them for the runs left
     SELECT coalesce(sum(slots - slots_in_use), 0) AS free FROM workers WHERE worker_id <> :worker_id
 )
@@ -69,11 +80,7 @@ WITH inflight AS (
     -- a window of the queue's head without the tenants already at their cap
     SELECT r.id, r.tenant_id, r.queue_rank, r.created_at FROM agent_runs r
      WHERE r.status = 'pending' AND r.available_at <= now() AND r.cancel_requested_at IS NULL
-       -- threads (§8): one run of a thread at a time, in creation order (ix_agent_runs_thread_inflight)
-       AND NOT EXISTS (SELECT 1 FROM agent_runs p
-                        WHERE p.thread_id = r.thread_id AND p.thread_id IS NOT NULL
-                          AND p.thread_turn < r.thread_turn
-                          AND p.status NOT IN ('done', 'dead', 'cancelled'))
+       AND ${part:thread_turn_is_next}
        AND NOT EXISTS (SELECT 1 FROM caps
                         WHERE caps.tenant_id = r.tenant_id AND caps.cap > 0 AND caps.n >= caps.cap)
      ORDER BY r.queue_rank, r.created_at
@@ -92,30 +99,8 @@ WITH inflight AS (
      ORDER BY ranked.queue_rank, ranked.created_at
      LIMIT :limit
        FOR UPDATE OF r SKIP LOCKED
-), claimed AS (
-    UPDATE agent_runs r
-       SET status = 'leased', attempts = r.attempts + 1, lease_id = gen_random_uuid(),
-           locked_by = :worker_id, locked_until = now() + make_interval(secs => :lease_s),
-           leased_at = now(), heartbeat_at = now(), last_event_seq = r.last_event_seq + 1,
-           updated_at = now()
-      FROM picked
-     WHERE r.id = picked.id
-    RETURNING r.*
-), started AS (
-    INSERT INTO run_events (run_id, seq, type, data, attempt, history_at)
-    SELECT id, last_event_seq, 'run.started', jsonb_build_object('attempt', attempts), attempts, history_at
-      FROM claimed
-    RETURNING run_id
-), registered AS (
-    -- the worker's slots in use as of this claim (:limit were free), so that runq_wake_workers
-    -- picks workers that have room; a data-modifying CTE runs whether or not it is read
-    UPDATE workers SET slots_in_use = greatest(slots - CAST(:limit AS int), 0) + (SELECT count(*) FROM claimed)
-     WHERE worker_id = :worker_id
-), notified AS MATERIALIZED (
-    SELECT pg_notify('${events_channel}', string_agg(n.id::text || ':' || n.last_event_seq, ',')) AS sent
-      FROM (SELECT id, last_event_seq, (row_number() OVER ()) / 150 AS chunk FROM claimed) n
-     GROUP BY n.chunk
-)
+),
+${part:lease_picked}
 SELECT c.*, ck.state AS resume_state,
        true AS more  -- with caps, whether a freed slot would find a run is not worth telling
   FROM claimed c LEFT JOIN run_checkpoints ck ON ck.run_id = c.id

@@ -8,26 +8,11 @@
 WITH a AS (
     SELECT * FROM unnest(CAST(:run_ids AS uuid[]), CAST(:lease_ids AS uuid[]), CAST(:states AS jsonb[]))
         AS a(run_id, lease_id, state)
-), e AS (
-    -- every run's new events; k numbers one run's events from 1, n counts them
-    SELECT x.run_id, x.type, x.data,
-           row_number() OVER (PARTITION BY x.run_id ORDER BY x.ord) AS k,
-           count(*) OVER (PARTITION BY x.run_id) AS n
-      FROM unnest(CAST(:event_run_ids AS uuid[]), CAST(:types AS text[]), CAST(:datas AS jsonb[]))
-              WITH ORDINALITY AS x(run_id, type, data, ord)
-), m AS (
-    -- threads (§8): the messages each run added since its last checkpoint, ord their order
-    SELECT x.run_id, x.message, x.ord
-      FROM unnest(CAST(:message_run_ids AS uuid[]), CAST(:messages AS jsonb[]))
-              WITH ORDINALITY AS x(run_id, message, ord)
-), thread_locked AS MATERIALIZED (
-    -- threads (§8): the threads that get messages, locked before their runs, as the API's
-    -- thread routes lock them (a thread, then its runs): no deadlock between the two
-    SELECT th.id FROM threads th
-     WHERE th.id IN (SELECT r.thread_id FROM agent_runs r WHERE r.id IN (SELECT m.run_id FROM m))
-     ORDER BY th.id
-       FOR UPDATE OF th
-), locked AS MATERIALIZED (
+),
+${part:buffered_events},
+${part:usage_deltas},
+${part:thread_messages},
+locked AS MATERIALIZED (
     -- rows locked in id order, as the heartbeat and the endings lock them: batched statements
     -- of one worker over the same runs never deadlock
     SELECT r.id FROM agent_runs r JOIN a ON a.run_id = r.id
@@ -42,7 +27,8 @@ WITH a AS (
     -- is never HOT, so each flush of a streaming run wrote a new entry into every index of the
     -- row; updated_at moves with the run's state changes, its events have their own created_at.
     UPDATE agent_runs r
-       SET last_event_seq = r.last_event_seq + coalesce((SELECT max(e.n) FROM e WHERE e.run_id = r.id), 0)
+       SET last_event_seq = r.last_event_seq + coalesce((SELECT max(e.n) FROM e WHERE e.run_id = r.id), 0),
+           usage = ${part:usage_added}  -- the delta added key by key
       FROM locked, a
      WHERE r.id = locked.id AND a.run_id = r.id AND r.lease_id = a.lease_id AND r.status = 'leased'
     RETURNING r.id, r.last_event_seq, r.attempts, a.state, r.thread_id, r.cancel_reason, r.history_at
@@ -59,7 +45,9 @@ WITH a AS (
        SET state = excluded.state, attempt = excluded.attempt, event_seq = excluded.event_seq,
            created_at = now()
     RETURNING run_id
-), mt AS (
+),
+${part:tenant_usage_hourly},
+mt AS (
     -- threads (§8): messages go with a checkpoint only, never from a run being rolled back;
     -- each numbered after its thread's history (gapless under the thread's row lock)
     SELECT t.thread_id, m.run_id, m.message,
@@ -68,21 +56,9 @@ WITH a AS (
       FROM t JOIN m ON m.run_id = t.id
      WHERE t.state IS NOT NULL AND t.thread_id IS NOT NULL
        AND t.cancel_reason IS DISTINCT FROM 'rolled_back'
-), counted AS (
-    -- threads (§8): each thread's message count moves past its new messages (the row lock
-    -- taken in thread_locked makes the numbering gapless)
-    UPDATE threads th
-       SET message_count = th.message_count + c.n, updated_at = now()
-      FROM (SELECT thread_id, max(n) AS n FROM mt GROUP BY thread_id) c
-     WHERE th.id = c.thread_id
-    RETURNING th.id, th.message_count - c.n AS first_idx
-), added AS (
-    -- threads (§8): the messages, numbered after the thread's history
-    INSERT INTO thread_messages (thread_id, idx, role, message, run_id)
-    SELECT mt.thread_id, counted.first_idx + mt.k - 1, mt.message ->> 'role', mt.message, mt.run_id
-      FROM mt JOIN counted ON counted.id = mt.thread_id
-    RETURNING thread_id
-), notified AS MATERIALIZED (
+),
+${part:thread_messages_added},
+notified AS MATERIALIZED (
     -- One NOTIFY per 150 runs ("<run_id>:<last_seq>" joined by commas, under 8,000 bytes), and
     -- only for runs with something to read: a hundred streams reading nothing is not free
     SELECT pg_notify('${events_channel}', string_agg(n.id::text || ':' || n.last_event_seq, ',')) AS sent

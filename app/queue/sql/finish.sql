@@ -19,32 +19,19 @@ WITH f AS (
                          CAST(:wait_payloads AS jsonb[]), CAST(:wait_timeouts AS float8[]),
                          CAST(:wait_states AS jsonb[]))
         AS w(run_id, waitpoint_id, name, occurrence, payload, timeout_s, state)
-), m AS (
-    -- threads (§8): the messages each run added since its last checkpoint, ord their order
-    SELECT x.run_id, x.message, x.ord
-      FROM unnest(CAST(:message_run_ids AS uuid[]), CAST(:messages AS jsonb[]))
-              WITH ORDINALITY AS x(run_id, message, ord)
-), thread_locked AS MATERIALIZED (
-    -- threads (§8): their threads locked before the runs, as append_events_if_leased does
-    SELECT th.id FROM threads th
-     WHERE th.id IN (SELECT r.thread_id FROM agent_runs r WHERE r.id IN (SELECT m.run_id FROM m))
-     ORDER BY th.id
-       FOR UPDATE OF th
-), locked AS MATERIALIZED (
+),
+${part:thread_messages},
+locked AS MATERIALIZED (
     -- rows locked in id order, as append_events_if_leased and renew_leases lock them
     SELECT r.id, r.locked_by FROM agent_runs r JOIN f ON f.run_id = r.id
      WHERE r.lease_id = f.lease_id AND r.status = 'leased'
        AND (SELECT count(*) FROM thread_locked) >= 0  -- threads first
      ORDER BY r.id
        FOR UPDATE OF r
-), e AS (
-    -- every run's buffered events; k numbers one run's events from 1, n counts them
-    SELECT x.run_id, x.type, x.data,
-           row_number() OVER (PARTITION BY x.run_id ORDER BY x.ord) AS k,
-           count(*) OVER (PARTITION BY x.run_id) AS n
-      FROM unnest(CAST(:event_run_ids AS uuid[]), CAST(:types AS text[]), CAST(:datas AS jsonb[]))
-              WITH ORDINALITY AS x(run_id, type, data, ord)
-), t AS (
+),
+${part:buffered_events},
+${part:usage_deltas},
+t AS (
     -- "again" below: a retry with attempts left, or a release, goes back to pending, unless
     -- a cancel was requested: the claim skips such runs, so it would wait forever; cancelled.
     -- A retry without attempts left is dead; attempts that ended in a wait (wait_count) are
@@ -93,6 +80,7 @@ WITH f AS (
                                             THEN 1 ELSE 0 END,
            lease_id = NULL, locked_by = NULL, locked_until = NULL, leased_at = NULL, heartbeat_at = NULL,
            last_event_seq = r.last_event_seq + coalesce((SELECT max(e.n) FROM e WHERE e.run_id = r.id), 0) + 1,
+           usage = ${part:usage_added},  -- the delta added key by key
            updated_at = now()
       FROM f, locked
      WHERE r.id = locked.id AND r.id = f.run_id AND r.lease_id = f.lease_id AND r.status = 'leased'
@@ -124,7 +112,9 @@ WITH f AS (
            t.attempts, t.history_at
       FROM t
     RETURNING run_id
-), waited AS (
+),
+${part:tenant_usage_hourly},
+waited AS (
     -- waits: the waitpoint, per run, name and occurrence; a wait asked again at the same
     -- place (a requeued run that was cancelled while waiting) opens it again
     INSERT INTO waitpoints (waitpoint_id, run_id, name, occurrence, payload, expires_at, attempt)
@@ -157,21 +147,9 @@ WITH f AS (
       FROM t JOIN m ON m.run_id = t.id
      WHERE t.thread_id IS NOT NULL AND t.ending IN ('done', 'cancelled')
        AND t.cancel_reason IS DISTINCT FROM 'rolled_back'
-), counted AS (
-    -- threads (§8): each thread's message count moves past its new messages (the row lock
-    -- taken in thread_locked makes the numbering gapless)
-    UPDATE threads th
-       SET message_count = th.message_count + c.n, updated_at = now()
-      FROM (SELECT thread_id, max(n) AS n FROM mt GROUP BY thread_id) c
-     WHERE th.id = c.thread_id
-    RETURNING th.id, th.message_count - c.n AS first_idx
-), added AS (
-    -- threads (§8): the messages, numbered after the thread's history
-    INSERT INTO thread_messages (thread_id, idx, role, message, run_id)
-    SELECT mt.thread_id, counted.first_idx + mt.k - 1, mt.message ->> 'role', mt.message, mt.run_id
-      FROM mt JOIN counted ON counted.id = mt.thread_id
-    RETURNING thread_id
-), notified AS MATERIALIZED (
+),
+${part:thread_messages_added},
+notified AS MATERIALIZED (
     -- One NOTIFY per 150 runs ("<run_id>:<last_seq>" joined by commas, under 8,000 bytes)
     SELECT pg_notify('${events_channel}', string_agg(n.id::text || ':' || n.last_event_seq, ',')) AS sent
       FROM (SELECT id, last_event_seq, (row_number() OVER ()) / 150 AS chunk FROM t) n

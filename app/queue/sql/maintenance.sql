@@ -173,3 +173,30 @@ DROP TABLE {partition};
 -- name: forget_stale_workers
 -- Worker rows whose process stopped beating for a lease (killed, frozen); a live one comes back.
 DELETE FROM workers WHERE last_beat_at < now() - make_interval(secs => :lease_s);
+
+-- name: sample_queue
+-- Once a minute cluster-wide (under reaper_lock): the queue's depth and the runs that finished
+-- in the minute before, for the operators' charts. A pass that finds this minute sampled counts
+-- nothing. Samples older than a day and usage hours older than two days go with it.
+WITH due AS (
+    SELECT date_trunc('minute', now()) AS at
+     WHERE NOT EXISTS (SELECT 1 FROM queue_samples WHERE at = date_trunc('minute', now()))
+), sample AS (
+    INSERT INTO queue_samples (at, pending, leased, finished)
+    SELECT due.at,
+           (SELECT count(*) FROM agent_runs WHERE status = 'pending'),
+           (SELECT count(*) FROM agent_runs WHERE status = 'leased'),
+           (SELECT count(*) FROM agent_runs
+             WHERE status IN ('done', 'dead', 'cancelled')
+               AND finished_at >= due.at - interval '1 minute' AND finished_at < due.at)
+      FROM due
+    ON CONFLICT (at) DO NOTHING
+    RETURNING at
+), old_samples AS (
+    DELETE FROM queue_samples
+     WHERE at < now() - interval '1 day' AND EXISTS (SELECT 1 FROM sample)
+), old_hours AS (
+    DELETE FROM tenant_usage_hourly
+     WHERE hour < now() - interval '2 days' AND EXISTS (SELECT 1 FROM sample)
+)
+SELECT count(*) AS sampled FROM sample;

@@ -81,3 +81,19 @@ ON CONFLICT (tenant_id) DO UPDATE SET max_inflight = excluded.max_inflight, upda
 -- name: get_tenant_limit
 -- One tenant's own in-flight cap, if set.
 SELECT max_inflight FROM tenant_limits WHERE tenant_id = :tenant_id;
+
+-- name: usage_by_tenant
+-- Usage per tenant over the current hour and the 23 before it (admin stats), from the hourly
+-- rollup the worker's fenced statements keep: at most 24 rows a tenant, whatever the number of runs.
+SELECT tenant_id, sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
+       sum(model_calls) AS model_calls, sum(tool_calls) AS tool_calls
+  FROM tenant_usage_hourly
+ WHERE hour > now() - interval '24 hours'
+ GROUP BY tenant_id
+ ORDER BY tenant_id;
+
+-- name: recent_queue_samples
+-- The reaper's samples of the last hour, oldest first (admin stats' charts).
+SELECT at, pending, leased, finished FROM queue_samples
+ WHERE at > now() - interval '1 hour'
+ ORDER BY at;

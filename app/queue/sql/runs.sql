@@ -8,7 +8,7 @@ WITH ins AS (
     INSERT INTO agent_runs (tenant_id, agent, priority, max_attempts, available_at, queue_rank,
                             input_json, budget_json, idempotency_key, request_hash,
                             on_disconnect, disconnect_grace_s, webhook, thread_id, thread_turn,
-                            last_event_seq)
+                            last_event_seq, traceparent)
     VALUES (:tenant_id, :agent, :priority, :max_attempts,
             now() + make_interval(secs => :delay_s),
             -- queue_rank is available_at minus priority x aging: one ascending key, one index
@@ -16,7 +16,8 @@ WITH ins AS (
                 - make_interval(secs => CAST(:priority AS int) * CAST(:aging_s AS float8)),
             CAST(:input AS jsonb), CAST(:budget AS jsonb), :idempotency_key, :request_hash,
             :on_disconnect, :disconnect_grace_s, CAST(:webhook AS jsonb),
-            CAST(:thread_id AS uuid), CAST(:thread_turn AS bigint), 1)
+            CAST(:thread_id AS uuid), CAST(:thread_turn AS bigint), 1,
+            :traceparent)  -- the creating request's trace context (docs/usage.md)
     ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING *
 ), queued AS (

@@ -2,9 +2,8 @@
 -- resume it. The wait itself is an ending of finish_if_leased.
 
 -- name: find_waitpoint
--- The recorded wait at (run, name, occurrence), if one was resumed (by a value or a time-out);
--- the value as JSON text, so a string value is not taken for JSON (the driver decodes jsonb).
-SELECT value::text AS value, timed_out FROM waitpoints
+-- The recorded wait at (run, name, occurrence), if one was resumed (by a value or a time-out).
+SELECT value, timed_out FROM waitpoints
  WHERE run_id = :run_id AND name = :name AND occurrence = :occurrence AND resumed_at IS NOT NULL;
 
 -- name: resume_waits

@@ -22,6 +22,16 @@ function fact(label, value) {
   return value === null || value === undefined || value === "" ? null : [h("dt", {}, label), h("dd", {}, value)];
 }
 
+// "1,200 tokens (1,000 in, 200 out) of 5,000 · 3 model calls · 2 tool calls"; null before any
+function usageText(usage, budget) {
+  if (!usage || !(usage.model_calls || usage.tool_calls || usage.input_tokens || usage.output_tokens)) return null;
+  const n = (x) => x.toLocaleString("en-US");
+  const tokens = usage.input_tokens + usage.output_tokens;
+  const cap = budget?.max_tokens ? ` of ${n(budget.max_tokens)}` : "";
+  return `${n(tokens)} tokens (${n(usage.input_tokens)} in, ${n(usage.output_tokens)} out)${cap}`
+    + ` · ${n(usage.model_calls)} model calls · ${n(usage.tool_calls)} tool calls`;
+}
+
 export function mountRun(view, { api, route }) {
   const id = route.id;
   let run = null;
@@ -112,6 +122,7 @@ export function mountRun(view, { api, route }) {
       fact("Thread", run.thread_id ? h("a", { href: `#/threads/${run.thread_id}`, class: "mono", title: run.thread_id }, shortId(run.thread_id)) : null),
       fact("Attempts", `${run.attempts} of ${run.max_attempts}`),
       fact("Priority", String(run.priority)),
+      fact("Usage", usageText(run.usage, run.budget)),
       fact("Created", ago(run.created_at)),
       fact("Updated", ago(run.updated_at)),
       fact("Finished", run.finished_at ? ago(run.finished_at) : null),

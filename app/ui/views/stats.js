@@ -1,7 +1,9 @@
-// Queue stats (admins only): depth by status, oldest pending age, recent dead, in-flight per tenant.
+// Queue stats (admins only): depth by status, oldest pending age, recent dead, in-flight per
+// tenant, the last hour as charts (queue depth, runs finished a minute), tokens per tenant (24 h).
 
 import { duration, h, notice, replace } from "../dom.js";
 import { STATUSES } from "./runs.js";
+import { lineChart } from "./chart.js";
 import { autoRefresh } from "./refresh.js";
 import { table } from "./table.js";
 
@@ -21,6 +23,8 @@ export function mountStats(view, { api }) {
   const tiles = h("div", { class: "tiles", role: "group", "aria-label": "Runs by status" });
   const health = h("div", { class: "tiles" });
   const tenants = h("div");
+  const charts = h("div", { class: "charts" });
+  const usage = h("div");
   const message = h("div");
 
   async function load() {
@@ -52,6 +56,35 @@ export function mountStats(view, { api }) {
           { caption: "In-flight runs per tenant", empty: "No run is in flight." },
         ),
       );
+      replace(
+        charts,
+        lineChart("Queue depth", stats.last_hour, [
+          { key: "pending", label: "pending", className: "chart-pending" },
+          { key: "leased", label: "leased", className: "chart-leased" },
+        ]),
+        lineChart("Runs finished per minute", stats.last_hour, [
+          { key: "finished", label: "finished", className: "chart-finished" },
+        ], { bars: true }),
+      );
+      const n = (x) => x.toLocaleString("en-US");
+      const used = Object.entries(stats.usage_last_24h)
+        .map(([tenant, u]) => ({ tenant, ...u, tokens: u.input_tokens + u.output_tokens }))
+        .sort((a, b) => b.tokens - a.tokens);
+      replace(
+        usage,
+        table(
+          [
+            { label: "Tenant", cell: (r) => h("a", { href: `#/runs?tenant=${encodeURIComponent(r.tenant)}` }, r.tenant) },
+            { label: "Tokens", cell: (r) => n(r.tokens), class: "num" },
+            { label: "Input", cell: (r) => n(r.input_tokens), class: "num" },
+            { label: "Output", cell: (r) => n(r.output_tokens), class: "num" },
+            { label: "Model calls", cell: (r) => n(r.model_calls), class: "num" },
+            { label: "Tool calls", cell: (r) => n(r.tool_calls), class: "num" },
+          ],
+          used,
+          { caption: "Usage per tenant in the last 24 hours", empty: "No tokens used in the last 24 hours." },
+        ),
+      );
     } catch (e) {
       replace(message, notice(`Could not load stats: ${e.message}`));
     }
@@ -67,8 +100,12 @@ export function mountStats(view, { api }) {
       tiles,
       h("h2", { class: "section-title" }, "Health"),
       health,
+      h("h2", { class: "section-title" }, "The last hour"),
+      charts,
       h("h2", { class: "section-title" }, "In flight per tenant"),
       tenants,
+      h("h2", { class: "section-title" }, "Tokens per tenant, last 24 h"),
+      usage,
     ),
   );
   const refresh = autoRefresh(load, REFRESH_MS);

@@ -1,0 +1,83 @@
+-- Pieces of SQL that append_events_if_leased and finish_if_leased share, written once (the
+-- claims' own are in claims.sql). A statement includes one as ${part:name}; each part says which
+-- names it defines and which it reads from the statement around it. tests/golden/queue_sql.txt
+-- shows the statements with their parts filled in.
+
+-- part: buffered_events
+-- Defines e: every run's buffered events (k numbers one run's events from 1, n counts them).
+e AS (
+    SELECT x.run_id, x.type, x.data,
+           row_number() OVER (PARTITION BY x.run_id ORDER BY x.ord) AS k,
+           count(*) OVER (PARTITION BY x.run_id) AS n
+      FROM unnest(CAST(:event_run_ids AS uuid[]), CAST(:types AS text[]), CAST(:datas AS jsonb[]))
+              WITH ORDINALITY AS x(run_id, type, data, ord)
+)
+
+-- part: usage_deltas
+-- Defines u: what each run consumed since its last stored write (docs/usage.md). It is sent
+-- with a checkpoint or an ending only, so what an attempt used after its last checkpoint is
+-- stored once: by its next checkpoint or ending, or (when the attempt is lost) by the attempt
+-- that redoes it.
+u AS (
+    SELECT * FROM unnest(CAST(:usage_run_ids AS uuid[]), CAST(:usages AS jsonb[])) AS u(run_id, delta)
+)
+
+-- part: usage_added
+-- An expression: the run r's usage with its delta from u added key by key.
+coalesce((SELECT jsonb_object_agg(k, coalesce((r.usage ->> k)::bigint, 0)
+                                     + coalesce((u.delta ->> k)::bigint, 0))
+            FROM u, jsonb_object_keys(r.usage || u.delta) AS k
+           WHERE u.run_id = r.id), r.usage)
+
+-- part: tenant_usage_hourly
+-- Defines hourly: the deltas of u per tenant and hour (admin stats: tokens over the last
+-- 24 h), for the runs in t (those whose lease held); in tenant order, so statements of two
+-- workers lock rows alike.
+hourly AS (
+    INSERT INTO tenant_usage_hourly AS h (tenant_id, hour, input_tokens, output_tokens, model_calls, tool_calls)
+    SELECT r.tenant_id, date_trunc('hour', now()),
+           sum(coalesce((u.delta ->> 'input_tokens')::bigint, 0)),
+           sum(coalesce((u.delta ->> 'output_tokens')::bigint, 0)),
+           sum(coalesce((u.delta ->> 'model_calls')::bigint, 0)),
+           sum(coalesce((u.delta ->> 'tool_calls')::bigint, 0))
+      FROM u JOIN t ON t.id = u.run_id JOIN agent_runs r ON r.id = u.run_id
+     GROUP BY r.tenant_id
+     ORDER BY r.tenant_id
+    ON CONFLICT (tenant_id, hour) DO UPDATE
+       SET input_tokens = h.input_tokens + excluded.input_tokens,
+           output_tokens = h.output_tokens + excluded.output_tokens,
+           model_calls = h.model_calls + excluded.model_calls,
+           tool_calls = h.tool_calls + excluded.tool_calls
+)
+
+-- part: thread_messages
+-- Defines m, the messages each run added since its last checkpoint (threads, §8; ord their
+-- order), and thread_locked: their threads, locked before the runs, as the API's thread routes
+-- lock them (a thread, then its runs), so the two never deadlock.
+m AS (
+    SELECT x.run_id, x.message, x.ord
+      FROM unnest(CAST(:message_run_ids AS uuid[]), CAST(:messages AS jsonb[]))
+              WITH ORDINALITY AS x(run_id, message, ord)
+), thread_locked AS MATERIALIZED (
+    SELECT th.id FROM threads th
+     WHERE th.id IN (SELECT r.thread_id FROM agent_runs r WHERE r.id IN (SELECT m.run_id FROM m))
+     ORDER BY th.id
+       FOR UPDATE OF th
+)
+
+-- part: thread_messages_added
+-- Defines counted and added: the messages of mt (the statement says which runs' messages are
+-- kept, k numbering them per thread and n counting them) appended to their threads' history,
+-- numbered after it (gapless under the row lock taken in thread_locked).
+counted AS (
+    UPDATE threads th
+       SET message_count = th.message_count + c.n, updated_at = now()
+      FROM (SELECT thread_id, max(n) AS n FROM mt GROUP BY thread_id) c
+     WHERE th.id = c.thread_id
+    RETURNING th.id, th.message_count - c.n AS first_idx
+), added AS (
+    INSERT INTO thread_messages (thread_id, idx, role, message, run_id)
+    SELECT mt.thread_id, counted.first_idx + mt.k - 1, mt.message ->> 'role', mt.message, mt.run_id
+      FROM mt JOIN counted ON counted.id = mt.thread_id
+    RETURNING thread_id
+)
