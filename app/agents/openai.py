@@ -248,7 +248,7 @@ class OpenAIAgent:
                     if payload == b"[DONE]":
                         turn.finished = True
                         break
-                    chunk = json.loads(payload)
+                    chunk = json.loads(payload.decode())  # from str: no encoding sniffed per chunk
                     if "error" in chunk:
                         raise TransientModelError(f"error in stream: {provider_message(chunk)}")
                     for choice in chunk.get("choices") or ():
