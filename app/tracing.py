@@ -46,7 +46,8 @@ def enabled() -> bool:
 
 
 def configure(service_name: str, *, exporters: Sequence[SpanExporter] | None = None) -> bool:
-    """Install the process's tracer provider and the httpx and asyncpg instrumentations, once.
+    """Install the process's tracer provider and the HTTP client (aiohttp for the model calls,
+    httpx for webhooks) and asyncpg instrumentations, once.
 
     ``exporters`` replaces the ones ``OTEL_TRACES_EXPORTER`` names (the tests' in-memory
     exporter); without it, nothing happens unless :func:`requested`. True once tracing is on.
@@ -58,6 +59,7 @@ def configure(service_name: str, *, exporters: Sequence[SpanExporter] | None = N
         return False
     try:
         from opentelemetry import trace
+        from opentelemetry.instrumentation.aiohttp_client import AioHttpClientInstrumentor
         from opentelemetry.instrumentation.asyncpg import AsyncPGInstrumentor
         from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
         from opentelemetry.sdk.resources import OTELResourceDetector, Resource
@@ -76,6 +78,7 @@ def configure(service_name: str, *, exporters: Sequence[SpanExporter] | None = N
         for exporter in _exporters_from_environment():
             provider.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
+    AioHttpClientInstrumentor().instrument()
     HTTPXClientInstrumentor().instrument()
     AsyncPGInstrumentor().instrument()
     _tracer = trace.get_tracer("runq")

@@ -11,9 +11,9 @@ waits (``ctx.wait_for("approval", ...)``) without holding the worker. The resume
 from the checkpoint of the turn, finds the recorded decision, and runs an approved call through
 the effect ledger, so neither the approval nor the tool is repeated by a later crash.
 
-The HTTP client is shared: one pooled ``httpx.AsyncClient`` per worker process, event loop and
+The HTTP client is shared: one pooled ``aiohttp.ClientSession`` per worker process, event loop and
 base URL, created lazily by :func:`model_connections`, so runs reuse connections to the provider. It
-has no connection cap of its own (httpx's default of 100 silently queued a worker's 101st
+has no connection cap of its own (the client's default of 100 silently queued a worker's 101st
 stream): a run streams one turn at a time, so a worker holds at most one model connection per
 run slot. ``RUNQ_OPENAI_MAX_CONNECTIONS`` sets a cap; a turn that has to wait for it is logged
 and counted (``runq_model_pool_wait_seconds``), and one that waits longer than the pool timeout
@@ -30,7 +30,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
+import aiohttp
 
 from app import tracing
 from app.agents.base import MAX_WAIT_S, FatalError, RetryableError, RunContext, WaitTimedOut
@@ -39,6 +39,7 @@ from app.agents.model_client import (
     http_error,
     model_connections,
     provider_message,
+    sse_data,
 )
 from app.agents.tools import DEFAULT_TOOLS, Tool, ToolRegistry, ToolResult, invoke
 from app.redact import redact, redact_data
@@ -239,19 +240,15 @@ class OpenAIAgent:
             async with (
                 _model_span(body["model"]) as span,
                 connections.slot() as client,
-                client.stream("POST", "chat/completions", json=body, headers=headers) as response,
+                client.post("chat/completions", json=body, headers=headers) as response,
             ):
-                if response.status_code != 200:
-                    await response.aread()
-                    raise http_error(response)
-                async for line in response.aiter_lines():
-                    if not line.startswith("data:"):
-                        continue  # blank separators, ": keep-alive" comments, "event:" lines
-                    payload = line[5:].strip()
-                    if payload == "[DONE]":
+                if response.status != 200:
+                    raise http_error(response.status, response.headers, await response.read())
+                async for payload in sse_data(response):
+                    if payload == b"[DONE]":
                         turn.finished = True
                         break
-                    chunk = json.loads(payload)
+                    chunk = json.loads(payload.decode())  # from str: no encoding sniffed per chunk
                     if "error" in chunk:
                         raise TransientModelError(f"error in stream: {provider_message(chunk)}")
                     for choice in chunk.get("choices") or ():
@@ -264,9 +261,9 @@ class OpenAIAgent:
                         # closes the stream at once.
                         turn.counted = True
                         _record(ctx, span, chunk["usage"])
-        except httpx.TransportError as exc:
+        except aiohttp.ClientError as exc:  # connection, read timeout, a truncated body
             raise TransientModelError(f"{type(exc).__name__}: {exc}") from exc
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise TransientModelError(f"malformed stream chunk: {exc}") from exc
         if not turn.finished:
             raise TransientModelError("stream ended before the turn finished")

@@ -38,7 +38,7 @@ from app.queue import Queue
 from app.redact import Redactor
 from app.tools.shell import ProcessGroups, ShellResult, run_shell
 from app.worker.decide import AgentEnded, StopReason
-from app.worker.events import EventBuffer, PendingEvent, Take
+from app.worker.events import BackgroundTake, EventBuffer, PendingEvent, Take, Written
 from app.worker.usage import UsageMeter
 from app.worker.writer import Writer
 
@@ -85,7 +85,9 @@ class Attempt:
         self._unsaved_messages: list[dict[str, Any]] = []
         self.groups = ProcessGroups()
         self.stop_reason: StopReason | None = None
-        self.events = EventBuffer(self._append, on_background_error=self._background_error)
+        self.events = EventBuffer(
+            self._append_in_background, on_background_error=self._background_error
+        )
         self._queue = queue
         self._writer = writer
         self._redactor = redactor
@@ -268,13 +270,13 @@ class Attempt:
         )
 
     async def _write(self, write: Callable[[Take], Awaitable[T]], take: Take) -> T:
-        """Every write of this attempt: its events redacted when the statement takes them; a
-        lost lease stops the attempt."""
+        """Every write of this attempt but the background ones: its events redacted when the
+        statement takes them; a lost lease stops the attempt."""
         count = 0
 
         def redacted() -> list[PendingEvent]:
             nonlocal count
-            events = [(type, self._redactor.data(data)) for type, data in take()]
+            events = self._redacted(take())
             count = len(events)
             return events
 
@@ -285,6 +287,34 @@ class Attempt:
             raise
         EVENTS_APPENDED.inc(count)
         return result
+
+    def _append_in_background(self, take: BackgroundTake, written: Written) -> None:
+        """:meth:`_write` of the buffer's events alone, handed to the writer without waiting."""
+        count = 0
+
+        def redacted() -> list[PendingEvent] | None:
+            nonlocal count
+            events = take()
+            if events is None:
+                return None
+            count = len(events)
+            return self._redacted(events)
+
+        def done(outcome: int | BaseException) -> None:
+            if isinstance(outcome, LeaseLost):
+                self.stop("lease_lost")
+            if isinstance(outcome, BaseException):
+                written(outcome)
+                return
+            EVENTS_APPENDED.inc(count)
+            written(None)
+
+        self._writer.append_in_background(
+            run_id=self.run_id, lease_id=self.lease_id, take=redacted, done=done
+        )
+
+    def _redacted(self, events: list[PendingEvent]) -> list[PendingEvent]:
+        return [(type, self._redactor.data(data)) for type, data in events]
 
     def _background_error(self, exc: BaseException) -> None:
         if isinstance(exc, LeaseLost):

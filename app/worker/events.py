@@ -6,6 +6,10 @@ one, and everything the run buffered goes out with the worker's next event state
 :mod:`app.worker.writer`), which takes it only when that statement is built. The agent never
 waits for a write: a database that is down or busy delays its events, it never stops the
 model stream; the events stay buffered, in order, and go with the next statement.
+
+A background write is handed to the writer with a callback, not awaited by a task of its own:
+a streaming run adds about one delta per tick, and a task, a future and a chain of coroutines
+per write were a quarter of a streaming worker's CPU.
 """
 
 from __future__ import annotations
@@ -23,24 +27,34 @@ Take = Callable[[], list[PendingEvent]]
 # A write is handed ``take`` and calls it when its statement is built; the buffer's events
 # up to then are the ones written.
 Write = Callable[[Take], Awaitable[Any]]
+# A background write: ``take`` (``None``: nothing to write any more, leave the run out of the
+# statement) and the callback that gets the statement's outcome, ``None`` or its error.
+BackgroundTake = Callable[[], list[PendingEvent] | None]
+Written = Callable[[BaseException | None], None]
+Submit = Callable[[BackgroundTake, Written], None]
 
 
 class EventBuffer:
     """Buffers one attempt's events and hands them to a writer, one write at a time.
 
-    Writes are shielded: cancelling the agent's task mid-write lets the statement finish,
-    and the lock keeps the next write (the terminal statement included) behind it, so the
-    log never has a hole or a reordering.
+    Checkpoints and the ending are written under a lock, behind the background write that is
+    out (if any), and no background write starts while they hold it, so the log never has a
+    hole or a reordering. They are shielded: cancelling the agent's task mid-write lets the
+    statement finish, and the lock keeps the next write (the terminal statement included)
+    behind it.
     """
 
     def __init__(
-        self, write: Write, *, on_background_error: Callable[[BaseException], None]
+        self, submit: Submit, *, on_background_error: Callable[[BaseException], None]
     ) -> None:
-        self._write = write
+        self._submit = submit
         self._on_background_error = on_background_error
         self._events: list[PendingEvent] = []
         self._lock = asyncio.Lock()
-        self._flusher: asyncio.Task[None] | None = None
+        self._background = False  # a background write is handed over and not settled yet
+        self._taken: list[PendingEvent] = []  # by that write, put back if the database is down
+        self._settled: asyncio.Future[None] | None = None  # for a locked write waiting for it
+        self._closed = False
 
     def add(self, type: str, data: Mapping[str, Any]) -> None:
         """Buffer an event; it is written by the worker's next event statement."""
@@ -48,8 +62,7 @@ class EventBuffer:
             self._coalesce(dict(data))
         else:
             self._events.append((type, dict(data)))
-        if self._flusher is None:
-            self._flusher = asyncio.create_task(self._flush_in_background())
+        self._write_in_background()
 
     def _coalesce(self, data: dict[str, Any]) -> None:
         if self._events and self._events[-1][0] == DELTA:
@@ -61,20 +74,33 @@ class EventBuffer:
                 return
         self._events.append((DELTA, data))
 
-    async def _flush_in_background(self) -> None:
-        try:
-            while self._events:
-                try:
-                    await self._write_locked(self._write)
-                except DatabaseUnavailable as exc:  # kept, in order: the next statement retries
-                    self._on_background_error(exc)
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:  # nobody awaits this task; the run must still learn of it
-            self._on_background_error(exc)
-        finally:
-            if self._flusher is asyncio.current_task():
-                self._flusher = None
+    def _write_in_background(self) -> None:
+        if self._events and not (self._background or self._closed or self._lock.locked()):
+            self._background = True
+            self._submit(self._take_background, self._background_written)
+
+    def _take_background(self) -> list[PendingEvent] | None:
+        if self._closed or not self._events:  # closed: the final statement takes them
+            self._settle()
+            return None
+        self._taken, self._events = self._events, []
+        return self._taken
+
+    def _background_written(self, error: BaseException | None) -> None:
+        if isinstance(error, DatabaseUnavailable):  # kept, in order: the next statement retries
+            self._events[:0] = self._taken
+        self._taken = []
+        self._settle()
+        if error is not None:
+            self._on_background_error(error)
+        if error is None or isinstance(error, DatabaseUnavailable):
+            self._write_in_background()  # what came meanwhile goes with the next statement
+
+    def _settle(self) -> None:
+        self._background = False
+        if self._settled is not None and not self._settled.done():
+            self._settled.set_result(None)
+        self._settled = None
 
     async def flush_with(self, write: Write) -> Any:
         """Hand everything buffered to ``write`` (also when empty: a checkpoint must be stored)."""
@@ -88,25 +114,30 @@ class EventBuffer:
         return await self._write_locked(write)
 
     async def _write_locked(self, write: Write) -> Any:
-        async with self._lock:
-            taken: list[PendingEvent] = []
+        try:
+            async with self._lock:
+                if self._background:
+                    if self._settled is None:
+                        self._settled = asyncio.get_running_loop().create_future()
+                    await self._settled
+                taken: list[PendingEvent] = []
 
-            def take() -> list[PendingEvent]:
-                nonlocal taken
-                taken, self._events = self._events, []
-                return taken
+                def take() -> list[PendingEvent]:
+                    nonlocal taken
+                    taken, self._events = self._events, []
+                    return taken
 
-            try:
-                return await write(take)
-            except DatabaseUnavailable:
-                self._events[:0] = taken  # written by the next statement, or by the final one
-                raise
+                try:
+                    return await write(take)
+                except DatabaseUnavailable:
+                    self._events[:0] = taken  # written by the next statement, or by the final one
+                    raise
+        finally:
+            self._write_in_background()  # what the agent added while the lock was held
 
     def close(self) -> None:
         """Stop writing in the background; whatever is still buffered goes with the final statement."""
-        if self._flusher is not None:
-            self._flusher.cancel()
-            self._flusher = None
+        self._closed = True
 
 
 def _consume_outcome(task: asyncio.Future[Any]) -> None:

@@ -8,9 +8,11 @@ import gc
 import logging
 import signal
 
+import uvloop
 from prometheus_client import start_http_server
 
 from app import tracing
+from app.agents.model_client import close_shared_clients
 from app.db.engine import asyncpg_dsn, engine_for
 from app.domain import WorkerInfo
 from app.logs import configure_logging, log_context
@@ -41,7 +43,7 @@ def run_worker(settings: Settings, *, database_url: str, concurrency: int) -> in
         await serve(settings, database_url=database_url, concurrency=concurrency, stop=stop)
 
     gc.freeze()
-    asyncio.run(main())
+    uvloop.run(main())  # the loop uvicorn gives the API: its reads and timers cost less CPU
     return 0
 
 
@@ -106,5 +108,6 @@ async def serve(
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
         finally:
+            await close_shared_clients()  # the openai agent's model connections
             await engine.dispose()
         log.info("worker stopped")

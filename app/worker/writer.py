@@ -11,7 +11,9 @@ Event appends and checkpoints (:meth:`Queue.append_events_many`) go out on a tic
 ``EVENTS_INTERVAL_S`` one statement takes what all the runs buffered by then, whatever their
 number, so commits per second grow with worker processes, not with runs or tokens. A run has
 one write out at a time (its :class:`~app.worker.events.EventBuffer` sees to it): while its
-statement is out, its new deltas are coalesced and ride the next one. When the database is
+statement is out, its new deltas are coalesced and ride the next one. A run's background
+writes are handed over with a callback (:meth:`Batcher.submit`), with no task or future of
+their own. When the database is
 slow and two statements are already out, the tick waits for one of them: the interval
 stretches instead of statements queueing, and every run's next write carries more.
 """
@@ -22,6 +24,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
 
 from app import tracing
@@ -75,17 +78,25 @@ class Batcher(Generic[ItemT, ResultT]):
         self._failed_interval_s = max(failed_interval_s, interval_s)
         self._max_in_flight = max_in_flight
         self._max_batch = max_batch
-        self._pending: list[tuple[Callable[[], ItemT], asyncio.Future[ResultT]]] = []
+        self._pending: list[tuple[Callable[[], ItemT | None], Callable[[Any], None]]] = []
         self._writer: asyncio.Task[None] | None = None
         self._in_flight: set[asyncio.Task[None]] = set()
         self._next_at = float("-inf")
 
     async def write(self, take: Callable[[], ItemT]) -> ResultT:
         future: asyncio.Future[ResultT] = asyncio.get_running_loop().create_future()
-        self._pending.append((take, future))
+        self.submit(lambda: None if future.done() else take(), partial(_settle, future))
+        return await future
+
+    def submit(
+        self, take: Callable[[], ItemT | None], done: Callable[[ResultT | BaseException], None]
+    ) -> None:
+        """:meth:`write` without waiting: ``done`` gets the run's result, or the exception that
+        stands for it (:class:`LeaseLost` included). ``take`` returning ``None`` leaves the caller
+        out of the statement, and ``done`` is not called."""
+        self._pending.append((take, done))
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._drain(), name=self._name)
-        return await future
 
     async def _drain(self) -> None:
         tracing.detach()  # started by one run's write, it writes for all of them
@@ -99,14 +110,15 @@ class Batcher(Generic[ItemT, ResultT]):
                 return
             cut = len(self._pending) if self._max_batch is None else self._max_batch
             batch, self._pending = self._pending[:cut], self._pending[cut:]
-            items: list[tuple[ItemT, asyncio.Future[ResultT]]] = []
-            for take, future in batch:
-                if future.done():  # its caller was cancelled while it waited
-                    continue
+            items: list[tuple[ItemT, Callable[[Any], None]]] = []
+            for take, done in batch:
                 try:
-                    items.append((take(), future))
+                    item = take()
                 except Exception as exc:
-                    future.set_exception(exc)
+                    done(exc)
+                    continue
+                if item is not None:  # None: e.g. its caller was cancelled while it waited
+                    items.append((item, done))
             if not items:
                 continue
             self._next_at = loop.time() + self._interval_s
@@ -117,24 +129,18 @@ class Batcher(Generic[ItemT, ResultT]):
                 self._in_flight.add(task)
                 task.add_done_callback(self._in_flight.discard)
 
-    async def _send(self, items: list[tuple[ItemT, asyncio.Future[ResultT]]]) -> None:
+    async def _send(self, items: list[tuple[ItemT, Callable[[Any], None]]]) -> None:
         try:
             written = await self._write_many([item for item, _ in items])
-        except Exception as exc:  # each waiter handles it as it would from its own statement
+        except Exception as exc:  # each caller handles it as it would from its own statement
             # give a struggling database air before the next statement
             self._next_at = asyncio.get_running_loop().time() + self._failed_interval_s
-            for _, future in items:
-                if not future.done():
-                    future.set_exception(exc)
+            for _, done in items:
+                done(exc)
             return
-        for item, future in items:
-            if future.done():  # its run's task was cancelled meanwhile
-                continue
+        for item, done in items:
             result = written.get(item.run_id)
-            if result is None:
-                future.set_exception(LeaseLost(str(item.run_id)))
-            else:
-                future.set_result(result)
+            done(LeaseLost(str(item.run_id)) if result is None else result)
 
 
 class Writer:
@@ -188,6 +194,23 @@ class Writer:
             lambda: Ended(run_id, lease_id, finish, take(), messages=messages, usage=usage)
         )
 
+    def append_in_background(
+        self,
+        *,
+        run_id: uuid.UUID,
+        lease_id: uuid.UUID,
+        take: Callable[[], NewEvents | None],
+        done: Callable[[int | BaseException], None],
+    ) -> None:
+        """:meth:`append` of events alone, without waiting: ``done`` gets the run's last seq or
+        the exception in its place; ``take`` returning ``None`` leaves the run out."""
+
+        def appended() -> Appended | None:
+            events = take()
+            return None if events is None else Appended(run_id, lease_id, events)
+
+        self._appends.submit(appended, done)
+
     async def record_effect(
         self, *, run_id: uuid.UUID, lease_id: uuid.UUID, key: str, result: Any
     ) -> None:
@@ -199,3 +222,13 @@ class Writer:
         except Exception as exc:  # one line per statement, not one per run
             log.warning("events of %d runs not written: %s", len(appended), exc)
             raise
+
+
+def _settle(future: asyncio.Future[Any], outcome: Any) -> None:
+    """A waiting caller's outcome, unless it was cancelled meanwhile."""
+    if future.done():
+        return
+    if isinstance(outcome, BaseException):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)

@@ -8,7 +8,15 @@ import asyncio
 import pytest
 
 from app.domain import DatabaseUnavailable
-from app.worker.events import EventBuffer, PendingEvent, Take
+from app.worker.events import (
+    BackgroundTake,
+    EventBuffer,
+    PendingEvent,
+    Submit,
+    Take,
+    Write,
+    Written,
+)
 
 
 class Recorder:
@@ -28,8 +36,39 @@ class Recorder:
         if self.failures:
             self.failures -= 1
             raise DatabaseUnavailable("down")
-        self.batches.append(events)
+        if events:  # not a background write left out
+            self.batches.append(events)
         self.wrote.set()
+
+
+def in_background(write: Write) -> Submit:
+    """The buffer's background writes made by ``write``, each in a task, as the worker's writer
+    makes them at its next tick: ``done`` is called unless the write was left out."""
+    tasks: set[asyncio.Task[None]] = set()
+
+    def submit(take: BackgroundTake, done: Written) -> None:
+        left_out = False
+
+        def taking() -> list[PendingEvent]:
+            nonlocal left_out
+            events = take()
+            left_out = events is None
+            return events or []
+
+        async def background() -> None:
+            try:
+                await write(taking)
+            except Exception as exc:
+                done(exc)
+            else:
+                if not left_out:
+                    done(None)
+
+        task = asyncio.create_task(background())
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    return submit
 
 
 def buffer(recorder: Recorder, errors: list[BaseException] | None = None) -> EventBuffer:
@@ -38,7 +77,7 @@ def buffer(recorder: Recorder, errors: list[BaseException] | None = None) -> Eve
             raise AssertionError(f"unexpected background error {exc!r}")
         errors.append(exc)
 
-    return EventBuffer(recorder, on_background_error=background_error)
+    return EventBuffer(in_background(recorder), on_background_error=background_error)
 
 
 async def written(recorder: Recorder, batches: int) -> list[list[PendingEvent]]:
@@ -151,7 +190,7 @@ async def test_a_cancelled_caller_does_not_cut_a_write_short() -> None:
         await release.wait()
         written_.append(events)
 
-    events = EventBuffer(slow, on_background_error=lambda exc: None)
+    events = EventBuffer(in_background(slow), on_background_error=lambda exc: None)
     events.add("tool.call", {"tool_call_id": "1"})
     caller = asyncio.create_task(events.flush_with(slow))
     await started.wait()
@@ -166,3 +205,20 @@ async def test_a_cancelled_caller_does_not_cut_a_write_short() -> None:
     await events.flush_final(last)  # waits behind the write, keeping the order
     assert written_ == [[("tool.call", {"tool_call_id": "1"})], []]
     assert final == [[]]
+
+
+async def test_once_closed_nothing_more_goes_in_the_background() -> None:
+    recorder = Recorder()
+    recorder.gate.clear()
+    events = buffer(recorder)
+    events.add("message.delta", {"text": "a"})  # handed over, not taken yet
+    events.close()
+    recorder.gate.set()
+    taken: list[list[PendingEvent]] = []
+
+    async def final(take: Take) -> None:
+        taken.append(take())
+
+    await events.flush_final(final)
+    assert taken == [[("message.delta", {"text": "a"})]]
+    assert recorder.batches == []

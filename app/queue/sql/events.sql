@@ -22,11 +22,13 @@ locked AS MATERIALIZED (
        FOR UPDATE OF r
 ), t AS (
     -- seqs come from last_event_seq under the row lock: gapless, in commit order, also next
-    -- to the API's writes (a cancel request appends its event under the same lock)
+    -- to the API's writes (a cancel request appends its event under the same lock). Not
+    -- updated_at: it is in an index (ix_agent_runs_waiting), and an update of an indexed column
+    -- is never HOT, so each flush of a streaming run wrote a new entry into every index of the
+    -- row; updated_at moves with the run's state changes, its events have their own created_at.
     UPDATE agent_runs r
        SET last_event_seq = r.last_event_seq + coalesce((SELECT max(e.n) FROM e WHERE e.run_id = r.id), 0),
-           usage = ${part:usage_added},  -- the delta added key by key
-           updated_at = now()
+           usage = ${part:usage_added}  -- the delta added key by key
       FROM locked, a
      WHERE r.id = locked.id AND a.run_id = r.id AND r.lease_id = a.lease_id AND r.status = 'leased'
     RETURNING r.id, r.last_event_seq, r.attempts, a.state, r.thread_id, r.cancel_reason, r.history_at

@@ -112,7 +112,7 @@ async def test_one_trace_from_the_request_through_the_worker(
     assert [(m["attributes"]["gen_ai.usage.input_tokens"], m["attributes"]["gen_ai.usage.output_tokens"])
             for m in models] == [(11, 4), (17, 2)]
     assert {m["attributes"]["gen_ai.request.model"] for m in models} == {server.requests[0].body["model"]}
-    # the httpx instrumentation's request to the model sits below each model call
+    # the aiohttp instrumentation's request to the model sits below each model call
     http = [s for s in trace if s["parent_id"] in {m["span_id"] for m in models}]
     assert len(http) == 2 and all(s["name"].startswith("POST") for s in http)
     (tool,) = [s for s in trace if s["name"] == "runq.tool_call"]
