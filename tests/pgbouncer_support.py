@@ -53,6 +53,7 @@ class PgBouncer:
         self._pool_size = pool_size
         self.port = _free_port()
         self._dir = Path(tempfile.mkdtemp(prefix="runq-pgbouncer-", dir="/tmp"))
+        self._log = self._dir / "pgbouncer.log"
         self._proc: subprocess.Popen[bytes] | None = None
 
     def url(self, database: str) -> str:
@@ -72,11 +73,12 @@ class PgBouncer:
             "[pgbouncer]\n"
             f"listen_addr = 127.0.0.1\nlisten_port = {self.port}\nunix_socket_dir =\n"
             "pool_mode = transaction\n"
+            # `psql -p <port> -U <user> pgbouncer -c 'SHOW POOLS'` while a test hangs
+            f"admin_users = {user}\n"
             # after a failed server login (PostgreSQL restarting) retry in 1 s, not 15
             "server_login_retry = 1\n"
             f"default_pool_size = {self._pool_size}\nmax_client_conn = 2000\n"
             f"auth_type = trust\nauth_file = {self._dir / 'userlist.txt'}\n"
-            f"logfile = {self._dir / 'pgbouncer.log'}\n"
         )
         self._dir.chmod(0o755)
         for path in self._dir.iterdir():
@@ -86,14 +88,17 @@ class PgBouncer:
             nobody = pwd.getpwnam("nobody")
             as_user = {"user": nobody.pw_uid, "group": nobody.pw_gid, "extra_groups": []}
             os.chown(self._dir, nobody.pw_uid, nobody.pw_gid)
-        self._proc = subprocess.Popen(
-            [pgbouncer_binary(), str(ini)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            **as_user,  # type: ignore[arg-type]
-        )
+        # pgbouncer logs every login and close to stderr: into a file, never a pipe nobody reads
+        # (once its 64 KiB fill up, pgbouncer blocks on the write and every client with it).
+        with self._log.open("ab") as log:
+            self._proc = subprocess.Popen(
+                [pgbouncer_binary(), str(ini)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+                **as_user,  # type: ignore[arg-type]
+            )
         self._wait_ready()
         return self
 
@@ -102,8 +107,7 @@ class PgBouncer:
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
-                err = self._proc.stderr.read().decode() if self._proc.stderr else ""
-                raise RuntimeError(f"pgbouncer exited with {self._proc.returncode}: {err}{self.log_tail()}")
+                raise RuntimeError(f"pgbouncer exited with {self._proc.returncode}: {self.log_tail()}")
             with socket.socket() as sock:
                 if sock.connect_ex(("127.0.0.1", self.port)) == 0:
                     return
@@ -111,8 +115,7 @@ class PgBouncer:
         raise RuntimeError(f"pgbouncer did not listen on 127.0.0.1:{self.port}: {self.log_tail()}")
 
     def log_tail(self, lines: int = 20) -> str:
-        log = self._dir / "pgbouncer.log"
-        return "\n".join(log.read_text().splitlines()[-lines:]) if log.exists() else ""
+        return "\n".join(self._log.read_text().splitlines()[-lines:]) if self._log.exists() else ""
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

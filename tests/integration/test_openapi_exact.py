@@ -43,10 +43,11 @@ BUSINESS_RULES = {
     ("positive_data_acceptance", "POST /schedules", "webhook_url_invalid"),
     ("positive_data_acceptance", "POST /schedules", "webhook_url_unresolvable"),
     ("positive_data_acceptance", "POST /schedules", "webhook_url_forbidden"),
-    # Five cron fields that cronsim accepts, and exactly one of cron / every_s (docs/schedules.md).
+    # Five cron fields that cronsim accepts, exactly one of cron / every_s, and a time zone that
+    # zoneinfo knows (docs/schedules.md).
     ("positive_data_acceptance", "POST /schedules", "invalid_cron"),
     ("positive_data_acceptance", "POST /schedules", "invalid_schedule"),
-    ("positive_data_acceptance", "POST /schedules", "invalid_timezone"),
+    ("positive_data_acceptance", "POST /schedules", "unknown_timezone"),
     ("positive_data_acceptance", "POST /schedules", "validation_error"),
     # The stateful phase follows the link from POST /schedules to the schedule routes also when
     # that create was refused (its examples name a webhook host that does not resolve here), and

@@ -79,7 +79,10 @@ async def idle_fleet(url: str, conn: asyncpg.Connection, **settings: float) -> A
     """``IDLE_WORKERS`` in-process workers of one slot each, registered and listening."""
     async with contextlib.AsyncExitStack() as stack:
         for _ in range(IDLE_WORKERS):
-            await stack.enter_async_context(in_process_worker(url, concurrency=1, **(FLEET | settings)))
+            # LISTEN on this server too, whatever RUNQ_LISTEN_DATABASE_URL says (RUNQ_TEST_PGBOUNCER=1
+            # points it at the session's server)
+            worker = in_process_worker(url, concurrency=1, listen_database_url=url, **(FLEET | settings))
+            await stack.enter_async_context(worker)
 
         async def ready() -> bool:
             registered = await conn.fetchval("SELECT count(*) FROM workers WHERE wake_channel IS NOT NULL")
