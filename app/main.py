@@ -7,7 +7,6 @@ problems.
 
 from __future__ import annotations
 
-import gc
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -21,7 +20,7 @@ from fastapi_offline import FastAPIOffline
 from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app import tracing
+from app import heap, tracing
 from app.agents.base import load_agents
 from app.api import admin, docs, health, openapi, runs, schedules, threads, ui, webhooks
 from app.api.deps import Runtime
@@ -95,7 +94,7 @@ def create_app(settings: Settings | None = None, *, sse_ping_s: float = 10.0) ->
         app.state.runtime = Runtime(settings, engine, queue, hub, presence, sse_ping_s)
         await hub.start()
         await presence.start()
-        gc.freeze()  # start-up's objects (FastAPI, pydantic, SQLAlchemy) are never garbage
+        heap.settle()
         try:
             yield
         finally:

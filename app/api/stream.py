@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import AsyncIterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
@@ -79,7 +80,9 @@ def event_stream(
 ) -> EventSourceResponse:
     return EventSourceResponse(
         follow(run, after=after, hub=hub, presence=presence, poll_s=poll_s),
-        ping=ping_s,
+        # Streams opened together would otherwise ping together for ever: thousands of sends
+        # in one turn of the loop, every frame behind them late. Each keeps its own phase.
+        ping=ping_s * random.uniform(0.8, 1.0),
         ping_message_factory=ping_as_event if ping_event else None,
         send_timeout=SEND_TIMEOUT_S,
     )
@@ -123,6 +126,7 @@ async def follow(
                 # NOTIFY wakes us; the poll only covers a lost notification, so it can be slow
                 # while LISTEN is up (a thousand streams polling fast would be a thousand reads).
                 wait_s = max(poll_s, LISTENING_POLL_S) if hub.connected.is_set() else poll_s
+                wait_s *= random.uniform(0.75, 1.25)  # spread out: streams opened together poll apart
                 with suppress(TimeoutError):
                     async with asyncio.timeout(wait_s):  # no task per wait, unlike wait_for
                         await wake.wait()

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import signal
 
 import uvloop
 from prometheus_client import start_http_server
 
-from app import tracing
+from app import heap, tracing
 from app.agents.model_client import close_shared_clients
 from app.db.engine import asyncpg_dsn, engine_for
 from app.domain import WorkerInfo
@@ -42,7 +41,7 @@ def run_worker(settings: Settings, *, database_url: str, concurrency: int) -> in
             loop.add_signal_handler(sig, stop.set)
         await serve(settings, database_url=database_url, concurrency=concurrency, stop=stop)
 
-    gc.freeze()
+    heap.settle()
     uvloop.run(main())  # the loop uvicorn gives the API: its reads and timers cost less CPU
     return 0
 

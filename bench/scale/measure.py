@@ -113,10 +113,13 @@ async def sse_fan_out(c: Cluster, *, subscribers: int, runs: int, steps: int, st
             started = time.monotonic()
             for n, run_id in enumerate(ids):
                 await asyncio.sleep(max(started + step_s * n / len(ids) - time.monotonic(), 0))
+                # and wake a worker for it: the runs start as they are released, spread over the
+                # step (a poll would start them together, a burst every step for the whole phase)
                 await conn.execute(
-                    "UPDATE agent_runs SET available_at = now(), queue_rank = now() WHERE id = $1", run_id
+                    "WITH released AS (UPDATE agent_runs SET available_at = now(), queue_rank = now()"
+                    " WHERE id = $1 RETURNING id) SELECT runq_wake_workers((SELECT count(*) FROM released))",
+                    run_id,
                 )
-            await conn.execute("SELECT pg_notify('runq_runs', '')")
         done, pending = await asyncio.wait(streams, timeout=steps * step_s + 300)
         if pending:
             raise TimeoutError(f"{len(pending)} of {len(streams)} streams did not end")
