@@ -27,11 +27,13 @@ FULL = {
     # Each run emits 3 events a step and the runs start spread over one step: ~1,200 frames/s
     # to the 10,000 subscribers, every second alike.
     "sse_step_s": 20.0,
+    "sse_workers": 8,
+    "sse_concurrency": 64,
     "partition_runs": 64,
     "cut_s": 15.0,
 }
 QUICK = FULL | {"idle_steps": [4, 8], "herd_runs": 20, "drain_runs": 1000, "subscribers": 400, "sse_runs": 40,
-                "partition_runs": 8, "cut_s": 12.0}
+                "partition_runs": 8, "cut_s": 12.0, "sse_workers": 2, "sse_concurrency": 32}
 
 
 def main() -> int:
