@@ -20,7 +20,7 @@ import asyncpg
 from app.db.engine import asyncpg_dsn, create_engine
 from app.domain import Finish
 from app.queue import CLAIM_BATCH, FINISH_IF_LEASED, Ended, Queue
-from app.queue.codec import messages_params
+from app.queue.codec import messages_params, usage_params
 from app.queue.finish import wait_params
 from bench.drain import best, timed_drain
 from bench.procs import APP_NAME, PYTHON, connect
@@ -122,6 +122,7 @@ class PreparedStatements:
             "datas": [],
             **wait_params([]),
             **messages_params([]),
+            **usage_params([]),
         }
         return len(await self._fetch("complete_many", params))
 
