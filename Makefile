@@ -9,7 +9,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8000
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 
-.PHONY: install install-dev run test test-integration test-pgbouncer chaos bench bench-smoke scale lint clean
+.PHONY: install install-dev node-deps run test test-integration test-pgbouncer chaos bench bench-smoke scale lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,11 +27,18 @@ install: $(VENV)/.installed
 
 install-dev: $(VENV)/.installed-dev
 
+# The official protocol clients (`ai` v6, `@ag-ui/client`) the conformance tests in tests/node
+# drive against a live runq, installed from the committed lock file.
+NODE_DEPS := tests/node/node_modules/.package-lock.json
+$(NODE_DEPS): tests/node/package.json tests/node/package-lock.json
+	cd tests/node && npm ci --no-audit --no-fund --loglevel=error
+node-deps: $(NODE_DEPS)
+
 # `make run PORT=8080 HOST=0.0.0.0` when 8000 is taken or the API must be reachable from elsewhere.
 run: install
 	$(BIN)/runq dev --host $(HOST) --port $(PORT)
 
-test: install-dev
+test: install-dev node-deps
 	$(PYTEST) tests
 
 test-integration: install-dev
