@@ -10,7 +10,6 @@ import subprocess
 import sys
 from collections.abc import Iterator, Mapping
 
-
 import pytest
 
 from tests.api_support import ROOT, ApiProcess
@@ -25,7 +24,6 @@ SERVER_ENV = {
     "RUNQ_CORS_ORIGINS": "http://127.0.0.1:5173",
 }
 
-
 @pytest.fixture(scope="package")
 def api(database_url: str) -> Iterator[ApiProcess]:
     process = ApiProcess(database_url, env=SERVER_ENV)
@@ -34,7 +32,6 @@ def api(database_url: str) -> Iterator[ApiProcess]:
         yield process
     finally:
         process.stop()
-
 
 @pytest.fixture(scope="package")
 def worker(api: ApiProcess, database_url: str) -> Iterator[subprocess.Popen[bytes]]:
@@ -53,12 +50,10 @@ def worker(api: ApiProcess, database_url: str) -> Iterator[subprocess.Popen[byte
             proc.kill()
             proc.wait()
 
-
 @pytest.fixture
 def api_key(database_url: str) -> str:
     """A key of a new tenant per test: tests never see each other's threads."""
     return new_key(database_url)
-
 
 def run_node(script: str, env: Mapping[str, str], *, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Run one ``tests/node/<script>`` under ``node --test``; the test fails with node's own
@@ -77,12 +72,9 @@ def run_node(script: str, env: Mapping[str, str], *, timeout: float = 120) -> su
     assert result.returncode == 0, f"node --test {script} failed:\n{result.stdout}\n{result.stderr}"
     return result
 
-
 def node_env(api: ApiProcess, key: str, **extra: object) -> dict[str, str]:
     """The environment a node test reads: RUNQ_URL, RUNQ_KEY and extra values (JSON for non-strings)."""
     values = {"RUNQ_URL": api.base_url, "RUNQ_KEY": key}
     values.update({name: value if isinstance(value, str) else json.dumps(value) for name, value in extra.items()})
     return values
-
-
 
