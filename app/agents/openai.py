@@ -121,7 +121,7 @@ class OpenAIAgent:
             base["tools"] = [tool.spec() for tool in tools.values()]
         messages = _resume(ctx.resume_state)
         if messages is None:
-            messages, fresh = _opening(ctx.input, ctx.thread.messages if ctx.thread else ())
+            messages, fresh = opening(ctx.input, ctx.thread.messages if ctx.thread else ())
             await _remember(ctx, fresh)
         while True:
             await self._finish_tool_calls(ctx, tools, messages, gated)
@@ -158,10 +158,10 @@ class OpenAIAgent:
                 continue
             key = f"openai:{turn_number}:{call['id']}"
             needs_approval = gated is not None and (not gated or call["function"]["name"] in gated)
-            denied = await _approval(ctx, call) if needs_approval else None
+            denied = await approval(ctx, call) if needs_approval else None
             ctx.count_tool_call()  # after the wait: the resumed attempt comes back through it
             if denied is not None:
-                await ctx.emit("tool.call", _call_event(call))
+                await ctx.emit("tool.call", call_event(call))
                 result = ToolResult(denied, is_error=True)
             else:
                 result = await self._call(ctx, tools, call, effect_key=key, ledger=needs_approval)
@@ -320,7 +320,7 @@ def _approve_tools(value: Any, timeout_s: Any) -> frozenset[str] | None:
     return frozenset(_names(value, field="approve_tools")) or None
 
 
-def _call_event(call: Mapping[str, Any]) -> dict[str, Any]:
+def call_event(call: Mapping[str, Any]) -> dict[str, Any]:
     """``tool.call`` data, and the approval's payload: arguments parsed when they are JSON."""
     raw = call["function"]["arguments"]
     try:
@@ -330,13 +330,13 @@ def _call_event(call: Mapping[str, Any]) -> dict[str, Any]:
     return {"tool_call_id": call["id"], "name": call["function"]["name"], "arguments": arguments}
 
 
-async def _approval(ctx: RunContext, call: Mapping[str, Any]) -> str | None:
+async def approval(ctx: RunContext, call: Mapping[str, Any]) -> str | None:
     """Wait for a person's decision on this call; ``None`` if approved, else the denial the
     model is shown. The run's checkpoint was taken after the turn (or the previous result), so
     the resumed attempt comes back here and finds the decision recorded."""
     try:
         decision = await ctx.wait_for(
-            "approval", payload=_call_event(call), timeout_s=ctx.input.get("approval_timeout_s")
+            "approval", payload=call_event(call), timeout_s=ctx.input.get("approval_timeout_s")
         )
     except WaitTimedOut:
         return "denied: no decision before the approval timed out"
@@ -377,7 +377,7 @@ def _initial_messages(input: Mapping[str, Any]) -> list[dict[str, Any]]:
     return conversation
 
 
-def _opening(
+def opening(
     input: Mapping[str, Any], history: Sequence[Mapping[str, Any]]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The first request's messages (system, the thread's history, the new input) and the new
