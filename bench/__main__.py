@@ -82,6 +82,8 @@ class Profile:
     threads_pending: int = 50_000
     threads_busy: int = 200
     threads_samples: int = 300
+    frameworks_rounds: int = 10  # runs of each shape, bare and through runq
+    frameworks_tools: int = 5  # tool calls in the shapes that call tools
 
 
 FULL = Profile()
@@ -120,6 +122,8 @@ SMOKE = Profile(
     threads_pending=1_000,
     threads_busy=10,
     threads_samples=20,
+    frameworks_rounds=1,
+    frameworks_tools=2,
 )
 
 Section = Callable[[BenchServer, Profile, dict[str, Any]], Awaitable[None]]
@@ -228,6 +232,14 @@ async def _threads(server: BenchServer, p: Profile, out: dict[str, Any]) -> None
         )
 
 
+async def _frameworks_pydantic_ai(server: BenchServer, p: Profile, out: dict[str, Any]) -> None:
+    from bench import frameworks_pydantic_ai  # the pydantic-ai extra, loaded by this section only
+
+    out.setdefault("frameworks", {})["pydantic_ai"] = await frameworks_pydantic_ai.overhead_and_replay(
+        server, rounds=p.frameworks_rounds, tools=p.frameworks_tools
+    )
+
+
 SECTIONS: dict[str, Section] = {
     "pgbench": _pgbench,
     "e2e": _e2e,
@@ -241,6 +253,7 @@ SECTIONS: dict[str, Section] = {
     "streaming": _streaming,
     "wakeups": _wakeups,
     "threads": _threads,
+    "frameworks-pydantic-ai": _frameworks_pydantic_ai,
 }
 
 

@@ -178,6 +178,7 @@ def table(results: dict[str, Any]) -> str:
          _num(_get(r, "threads.claim_latency.ratio_p50"), "{:.2f}x")),
     ]
     rows += _streaming_rows(_get(r, "streaming"))
+    rows += _pydantic_ai_rows(_get(r, "frameworks.pydantic_ai"))
     width = [max(len(row[i]) for row in rows) for i in range(4)]
     lines = []
     for row in rows:
@@ -222,3 +223,19 @@ def _streaming_rows(section: dict[str, Any] | None) -> list[Row]:
         ]
     rows.append(("largest N that holds the targets", _num(section["largest_n_holding"]), ">= 200", ""))
     return rows
+
+
+def _pydantic_ai_rows(section: dict[str, Any] | None) -> list[Row]:
+    if not section:
+        return []
+    replay = section["replay"]
+    return [
+        ("FRAMEWORKS: PydanticAI through runq vs bare (ms per step)", "runq", "bare", "runq/bare"),
+        ("per model request (streamed, recorded)", _num(section["per_model_step_ms"]["runq"], "{:.2f}"),
+         _num(section["per_model_step_ms"]["bare"], "{:.2f}"), _num(section["ratio_model_step"], "{:.2f}x")),
+        ("per tool call (recorded)", _num(section["per_tool_step_ms"]["runq"], "{:.2f}"),
+         _num(section["per_tool_step_ms"]["bare"], "{:.2f}"), _num(section["ratio_tool_step"], "{:.2f}x")),
+        (f"replay of {replay['replayed_steps']} steps after a crash at tool {replay['failed_at_tool']} (ms)",
+         _num(replay["replay_ms"], "{:.0f}"), f"live {_num(replay['first_attempt_to_step_ms'], '{:.0f}')}",
+         _num(replay["ratio_replay_to_live"], "{:.2f}x")),
+    ]
