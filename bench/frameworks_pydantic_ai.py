@@ -30,9 +30,11 @@ from datetime import datetime
 from typing import Any
 
 from pydantic_ai import Agent, RunContext
+from pydantic_ai.models import Model
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
+from app.agents.base import RetryableError
 from app.agents.base import RunContext as RunqContext
 from app.agents.pydantic_ai import PydanticAIAgent
 from app.db.engine import create_engine
@@ -49,7 +51,7 @@ bench_agent = Agent(name="bench", deps_type=int)
 def step(ctx: RunContext[int], i: int) -> str:
     """One step of the run; the replay's first attempt fails at step 49."""
     if ctx.deps == 1 and i == FAIL_AT:
-        raise RuntimeError("the first attempt stops here")
+        raise RetryableError("the first attempt stops here")
     return f"done {i}"
 
 
@@ -59,9 +61,17 @@ REPLAY_STEPS = 50
 
 class BenchAgent(PydanticAIAgent):
     agent = bench_agent
+    base_url = ""  # the bench's model server, set once it listens
 
     def deps(self, ctx: RunqContext) -> Any:
         return ctx.attempt if ctx.input.get("fail") else 0
+
+    def model(self, ctx: RunqContext) -> Model:
+        return _model(self.base_url)
+
+
+def _model(base_url: str) -> Model:
+    return OpenAIChatModel("bench", provider=OpenAIProvider(base_url=base_url, api_key="bench"))
 
 
 def _prompt(tools: int, *, parallel: bool) -> str:
@@ -100,6 +110,9 @@ def _sse(text: str, calls: list[dict[str, Any]]) -> bytes:
 
 
 async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    task = asyncio.current_task()
+    assert task is not None
+    _clients[task] = writer
     try:
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
@@ -112,7 +125,11 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
     except (asyncio.IncompleteReadError, ConnectionError):
         pass
     finally:
+        del _clients[task]
         writer.close()
+
+
+_clients: dict[asyncio.Task[None], asyncio.StreamWriter] = {}  # connection handlers still open
 
 
 @asynccontextmanager
@@ -120,14 +137,20 @@ async def model_server() -> AsyncIterator[str]:
     server = await asyncio.start_server(_handle, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     async with server:
-        yield f"http://127.0.0.1:{port}/v1"
+        try:
+            yield f"http://127.0.0.1:{port}/v1"
+        finally:  # the clients' kept-alive connections: their handlers end on EOF
+            handlers = list(_clients)
+            for writer in _clients.values():
+                writer.close()
+            await asyncio.gather(*handlers, return_exceptions=True)
 
 
 # -- the two sides ----------------------------------------------------------------------------
 
 
 async def _bare(base_url: str, prompt: str) -> float:
-    model = OpenAIChatModel("bench", provider=OpenAIProvider(base_url=base_url, api_key="bench"))
+    model = _model(base_url)
 
     async def drain(ctx: Any, events: Any) -> None:
         async for _ in events:  # streamed, as runq streams it
@@ -141,10 +164,11 @@ async def _bare(base_url: str, prompt: str) -> float:
 @asynccontextmanager
 async def _worker(url: str, base_url: str) -> AsyncIterator[Queue]:
     settings = Settings(
-        database_url=url, openai_base_url=base_url, openai_api_key="bench", openai_model="bench",
+        database_url=url,
         agents={"bench-pydantic-ai": "bench.frameworks_pydantic_ai:BenchAgent"},
         poll_s=0.05, retry_base_s=0.05, retry_max_s=0.1, shutdown_grace_s=1.0,
     )  # fmt: skip
+    BenchAgent.base_url = base_url
     stop = asyncio.Event()
     task = asyncio.create_task(serve(settings, database_url=url, concurrency=1, stop=stop))
     engine = create_engine(url, pool_size=2)
