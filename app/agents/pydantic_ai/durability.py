@@ -243,10 +243,15 @@ def _new_messages(messages: list[ModelMessage]) -> list[dict[str, Any]]:
 
 def request_fingerprint(messages: list[ModelMessage], parameters: ModelRequestParameters) -> str:
     """What a model request asks, as a digest to compare a replayed request with the recorded
-    one (never a key: records are found by position)."""
+    one (never a key: records are found by position). Only what it adds after the last response
+    (its instructions, prompts and tool results), the length of the conversation and the tools:
+    what came before was compared at the earlier steps, and hashing it all again made a long
+    run's replay quadratic."""
+    last = max((i for i, m in enumerate(messages) if isinstance(m, ModelResponse)), default=-1)
     tools = [*parameters.function_tools, *parameters.output_tools]
     request = {
-        "messages": _stable(ModelMessagesTypeAdapter.dump_python(messages, mode="json")),
+        "length": len(messages),
+        "new": _stable(ModelMessagesTypeAdapter.dump_python(messages[last + 1 :], mode="json")),
         "tools": [[tool.name, tool.parameters_json_schema] for tool in tools],
     }
     return hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()
