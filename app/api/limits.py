@@ -12,7 +12,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.problems import problem_response
 
-
 JSON_TYPES = ("application/json",)
 
 
