@@ -134,7 +134,7 @@ class RunqDurability(BaseDurabilityCapability[Any]):
             self.ctx.record_usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, model_calls=1)
             return {"request": fingerprint, "response": payload}
 
-        record, _ = await self.steps.run(f"{position}:model", live)
+        record = await self.steps.run(f"{position}:model", live)
         if record["request"] != fingerprint:
             raise ReplayMismatch(f"model request {position + 1} differs from the one an earlier attempt recorded")
         return record["response"]
@@ -158,7 +158,7 @@ class RunqDurability(BaseDurabilityCapability[Any]):
                 )
             return {"tool": tool_name, "result": payload}
 
-        record, _ = await self.steps.run(key, live)
+        record = await self.steps.run(key, live)
         self._announced.add(call_id)
         if record["tool"] != tool_name:
             raise ReplayMismatch(f"tool call {call_id} was recorded for {record['tool']!r}, not {tool_name!r}")
@@ -186,7 +186,7 @@ class RunqDurability(BaseDurabilityCapability[Any]):
                     )
                 return {"denied": denied}
 
-            record, _ = await self.steps.run(f"{self.model_requests - 1}:approval:{call.tool_call_id}", decide)
+            record = await self.steps.run(f"{self.model_requests - 1}:approval:{call.tool_call_id}", decide)
             denied = record["denied"]
             decisions[call.tool_call_id] = True if denied is None else ToolDenied(denied)
             if denied is not None:

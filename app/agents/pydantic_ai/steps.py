@@ -40,27 +40,21 @@ class Steps:
         # recorded with a checkpoint, perhaps not yet in the ledger
         self._unconfirmed: dict[str, Record] = dict(state.get("steps") or {})
 
-    async def run(self, key: str, live: Callable[[], Awaitable[Record]]) -> tuple[Record, bool]:
-        """The step's record and whether it was replayed; ``live`` runs only when no attempt
-        recorded the step."""
+    async def run(self, key: str, live: Callable[[], Awaitable[Record]]) -> Record:
+        """The step's record: the one an attempt recorded, or what ``live`` returns (run only
+        when no attempt recorded the step)."""
         full_key = f"{KEY_PREFIX}:{key}"
-        ran = False
 
         async def record_live() -> Record:
-            nonlocal ran
-            ran = True
             record = await live()
             self._unconfirmed[full_key] = record
             await self._ctx.checkpoint({"steps": dict(self._unconfirmed)})
             return record
 
         checkpointed = self._unconfirmed.get(full_key)
-        if checkpointed is not None:
-            record = await self._ctx.effect(full_key, _returning(checkpointed))
-        else:
-            record = await self._ctx.effect(full_key, record_live)
+        record = await self._ctx.effect(full_key, record_live if checkpointed is None else _returning(checkpointed))
         self._unconfirmed.pop(full_key, None)  # in the ledger now: later checkpoints leave it out
-        return record, not ran
+        return record
 
 
 def _returning(record: Record) -> Callable[[], Awaitable[Record]]:
