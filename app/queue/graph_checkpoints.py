@@ -140,7 +140,9 @@ class GraphCheckpoints(Store):
             query = GET_CHECKPOINT
         async with self._statement() as conn:
             row = (await conn.execute(query, params)).first()
-        return None if row is None else _stored(row, thread_id=thread_id, checkpoint_ns=checkpoint_ns)
+        return (
+            None if row is None else _stored(row, thread_id=thread_id, checkpoint_ns=checkpoint_ns)
+        )
 
     async def list_checkpoints(
         self,
@@ -164,7 +166,9 @@ class GraphCheckpoints(Store):
         }
         async with self._statement() as conn:
             rows = (await conn.execute(LIST_CHECKPOINTS, params)).all()
-        return [_stored(row, thread_id=row.thread_id, checkpoint_ns=row.checkpoint_ns) for row in rows]
+        return [
+            _stored(row, thread_id=row.thread_id, checkpoint_ns=row.checkpoint_ns) for row in rows
+        ]
 
     async def delete_threads(self, thread_ids: Sequence[str]) -> None:
         async with self._statement() as conn:
@@ -185,7 +189,10 @@ class GraphCheckpoints(Store):
 
 
 def _fence_params(fence: Fence | None) -> dict[str, uuid.UUID | None]:
-    return {"run_id": fence.run_id if fence else None, "lease_id": fence.lease_id if fence else None}
+    return {
+        "run_id": fence.run_id if fence else None,
+        "lease_id": fence.lease_id if fence else None,
+    }
 
 
 def _stored(row: Any, *, thread_id: str, checkpoint_ns: str) -> StoredCheckpoint:
@@ -193,7 +200,11 @@ def _stored(row: Any, *, thread_id: str, checkpoint_ns: str) -> StoredCheckpoint
     writes = [
         StoredWrite(task_id, channel, type_, None if blob is None else bytes(blob))
         for task_id, channel, type_, blob in zip(
-            m["task_ids"] or (), m["channels"] or (), m["types"] or (), m["blobs"] or (), strict=True
+            m["task_ids"] or (),
+            m["channels"] or (),
+            m["types"] or (),
+            m["blobs"] or (),
+            strict=True,
         )
     ]
     return StoredCheckpoint(

@@ -118,7 +118,9 @@ class StepsState(MessagesState):
 def _log(line: str) -> bool:
     """Append ``line`` and this process's pid; whether the line was new to the log."""
     path = Path(os.environ["RUNQ_TEST_LANGGRAPH_LOG"])
-    seen = path.exists() and any(entry.split(" ")[0] == line for entry in path.read_text().splitlines())
+    seen = path.exists() and any(
+        entry.split(" ")[0] == line for entry in path.read_text().splitlines()
+    )
     with path.open("a") as log:
         log.write(f"{line} {os.getpid()}\n")
     return not seen

@@ -102,8 +102,18 @@ async def test_a_model_and_tool_graph_streams_its_events(queue: Queue, worker: F
     ]
     assert "".join(e.data["text"] for e in events if e.type == "message.delta") == "Adding.It is 5."
     assert run.output["text"] == "It is 5."
-    assert [m["role"] for m in run.output["state"]["messages"]] == ["user", "assistant", "tool", "assistant"]
-    assert run.usage.as_dict() == {"input_tokens": 30, "output_tokens": 10, "model_calls": 2, "tool_calls": 1}
+    assert [m["role"] for m in run.output["state"]["messages"]] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+    assert run.usage.as_dict() == {
+        "input_tokens": 30,
+        "output_tokens": 10,
+        "model_calls": 2,
+        "tool_calls": 1,
+    }
     assert len(worker.requests) == 2
 
 
@@ -176,5 +186,9 @@ async def test_two_runs_of_one_thread_share_the_graph_state(
         ("assistant", "I have seen 3 messages"),
     ]
     async with engine.connect() as conn:
-        threads = (await conn.execute(text("SELECT DISTINCT thread_id FROM langgraph_checkpoints"))).scalars().all()
+        threads = (
+            (await conn.execute(text("SELECT DISTINCT thread_id FROM langgraph_checkpoints")))
+            .scalars()
+            .all()
+        )
     assert threads == [str(thread.id)]  # the LangGraph thread is the runq thread

@@ -38,24 +38,32 @@ async def _put(saver: RunqSaver, thread_id: str, parent: dict | None = None, **v
     config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
     if parent is not None:
         config["configurable"]["checkpoint_id"] = parent["configurable"]["checkpoint_id"]
-    checkpoint = generate_checkpoint(channel_values=values, channel_versions=dict.fromkeys(values, 1))
+    checkpoint = generate_checkpoint(
+        channel_values=values, channel_versions=dict.fromkeys(values, 1)
+    )
     return await saver.aput(config, checkpoint, generate_metadata(), dict.fromkeys(values, 1))
 
 
 async def _rows(engine: AsyncEngine, thread_id: str) -> tuple[int, int]:
     async with engine.connect() as conn:
         checkpoints = (
-            await conn.execute(text("SELECT count(*) FROM langgraph_checkpoints WHERE thread_id = :t"), {"t": thread_id})
+            await conn.execute(
+                text("SELECT count(*) FROM langgraph_checkpoints WHERE thread_id = :t"),
+                {"t": thread_id},
+            )
         ).scalar_one()
         writes = (
             await conn.execute(
-                text("SELECT count(*) FROM langgraph_checkpoint_writes WHERE thread_id = :t"), {"t": thread_id}
+                text("SELECT count(*) FROM langgraph_checkpoint_writes WHERE thread_id = :t"),
+                {"t": thread_id},
             )
         ).scalar_one()
     return checkpoints, writes
 
 
-async def test_a_write_under_a_lost_lease_changes_nothing(queue: Queue, engine: AsyncEngine) -> None:
+async def test_a_write_under_a_lost_lease_changes_nothing(
+    queue: Queue, engine: AsyncEngine
+) -> None:
     run, _ = await queue.enqueue(tenant_id="t1", agent="demo", input={})
     [claim] = await queue.claim_batch(worker_id="w:1:a", limit=1)
     thread_id = str(run.id)
@@ -65,7 +73,10 @@ async def test_a_write_under_a_lost_lease_changes_nothing(queue: Queue, engine: 
 
     # the lease expires and another claim takes the run: this one is a zombie now
     async with engine.begin() as conn:
-        await conn.execute(text("UPDATE agent_runs SET locked_until = now() - interval '1 s' WHERE id = :id"), {"id": run.id})
+        await conn.execute(
+            text("UPDATE agent_runs SET locked_until = now() - interval '1 s' WHERE id = :id"),
+            {"id": run.id},
+        )
     await queue.reap_expired()
     [other] = await queue.claim_batch(worker_id="w:2:b", limit=1)
     assert other.lease_id != claim.lease_id

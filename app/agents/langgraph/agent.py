@@ -49,7 +49,9 @@ class LangGraphAgent:
     """
 
     graph: ClassVar[StateGraph[Any]]
-    durability: ClassVar[Literal["sync", "async", "exit"]] = "sync"  # a checkpoint committed before the next superstep
+    durability: ClassVar[Literal["sync", "async", "exit"]] = (
+        "sync"  # a checkpoint committed before the next superstep
+    )
 
     def __init__(self, settings: Settings | None = None) -> None:
         self.settings = settings or get_settings()
@@ -64,7 +66,10 @@ class LangGraphAgent:
             fence=Fence(ctx.lease.run_id, ctx.lease.lease_id),
         )
         graph = self.graph.compile(checkpointer=saver)
-        config: RunnableConfig = {"configurable": {"thread_id": thread_id}, "callbacks": [_Meter(ctx)]}
+        config: RunnableConfig = {
+            "configurable": {"thread_id": thread_id},
+            "callbacks": [_Meter(ctx)],
+        }
         saved = ctx.resume_state if isinstance(ctx.resume_state, dict) else {}
         progress = _Progress(base=int(saved.get("base", 0)), added=int(saved.get("added", 0)))
         pending: Any
@@ -95,16 +100,26 @@ class LangGraphAgent:
             return input["state"]
         messages = input.get("messages")
         if messages is not None:
-            if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
-                raise FatalError("`messages` must be a non-empty list of chat messages", code="invalid_input")
+            if (
+                not isinstance(messages, list)
+                or not messages
+                or not all(isinstance(m, dict) for m in messages)
+            ):
+                raise FatalError(
+                    "`messages` must be a non-empty list of chat messages", code="invalid_input"
+                )
             return {"messages": messages}
         prompt = input.get("prompt")
         if isinstance(prompt, str) and prompt:
             return {"messages": [{"role": "user", "content": prompt}]}
         raise FatalError("input needs `prompt`, `messages` or `state`", code="invalid_input")
 
-    async def _stream(self, ctx: RunContext, graph: CompiledStateGraph[Any], pending: Any, config: RunnableConfig) -> None:
-        stream = graph.astream(pending, config, stream_mode=["messages", "debug"], durability=self.durability)
+    async def _stream(
+        self, ctx: RunContext, graph: CompiledStateGraph[Any], pending: Any, config: RunnableConfig
+    ) -> None:
+        stream = graph.astream(
+            pending, config, stream_mode=["messages", "debug"], durability=self.durability
+        )
         part: Any  # (mode, chunk): stream mode "messages" or "debug"
         async for part in stream:
             mode, chunk = part
@@ -181,7 +196,8 @@ async def _finished_node(ctx: RunContext, step: int, task: Mapping[str, Any]) ->
             await ctx.emit("message.completed", {"text": message.text})
             for call in message.tool_calls:
                 await ctx.emit(
-                    "tool.call", {"tool_call_id": call["id"], "name": call["name"], "arguments": call["args"]}
+                    "tool.call",
+                    {"tool_call_id": call["id"], "name": call["name"], "arguments": call["args"]},
                 )
         elif isinstance(message, ToolMessage):
             await ctx.emit(

@@ -96,7 +96,10 @@ class RunqSaver(BaseCheckpointSaver[int]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         configurable = config["configurable"]
-        thread_id, checkpoint_ns = str(configurable["thread_id"]), configurable.get("checkpoint_ns", "")
+        thread_id, checkpoint_ns = (
+            str(configurable["thread_id"]),
+            configurable.get("checkpoint_ns", ""),
+        )
         type_, blob = self.serde.dumps_typed(checkpoint)
         await self._store.put_checkpoint(
             thread_id=thread_id,
@@ -169,7 +172,9 @@ class RunqSaver(BaseCheckpointSaver[int]):
     async def last_writer(self, thread_id: str) -> uuid.UUID | None:
         """The runq run whose lease fenced the thread's newest checkpoint (``None``: no
         checkpoint, or one written unfenced)."""
-        stored = await self._store.get_checkpoint(thread_id=thread_id, checkpoint_ns="", checkpoint_id=None)
+        stored = await self._store.get_checkpoint(
+            thread_id=thread_id, checkpoint_ns="", checkpoint_id=None
+        )
         return None if stored is None else stored.run_id
 
     def _tuple(self, stored: StoredCheckpoint) -> CheckpointTuple:
@@ -186,7 +191,9 @@ class RunqSaver(BaseCheckpointSaver[int]):
             config=config(stored.checkpoint_id),
             checkpoint=self.serde.loads_typed((stored.type, stored.checkpoint)),
             metadata=stored.metadata,  # type: ignore[arg-type]
-            parent_config=config(stored.parent_checkpoint_id) if stored.parent_checkpoint_id else None,
+            parent_config=config(stored.parent_checkpoint_id)
+            if stored.parent_checkpoint_id
+            else None,
             pending_writes=[
                 (w.task_id, w.channel, self.serde.loads_typed((w.type or "null", w.blob or b"")))
                 for w in stored.writes
