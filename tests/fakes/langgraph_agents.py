@@ -17,7 +17,6 @@ from typing import Annotated, Any
 
 from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
-from langchain_openai import ChatOpenAI
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import interrupt
@@ -31,7 +30,9 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
-def _model() -> ChatOpenAI:
+def _model() -> Any:
+    from langchain_openai import ChatOpenAI  # when a node calls it: a slow import for the others
+
     return ChatOpenAI(
         model="fake-model",
         base_url=os.environ["RUNQ_OPENAI_BASE_URL"],
