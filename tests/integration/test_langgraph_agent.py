@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.domain import Event, Run, Status
 from app.queue import NewRun, Queue
 from app.settings import get_settings
-from tests.fakes.openai_server import FakeOpenAI, ToolCall, answer, calls
+from tests.fakes.openai_server import FakeOpenAI, ToolCall, answer, calls, stall
 from tests.worker_support import check_event_log, in_process_worker, wait_finished, wait_until
 
 TENANT = "t1"
@@ -125,6 +125,22 @@ async def test_max_turns_ends_the_run_dead(queue: Queue, worker: FakeOpenAI) -> 
 
     assert run.error_code == "budget_exceeded"
     assert len(worker.requests) == 1
+
+
+async def test_cancel_closes_the_model_stream(queue: Queue, worker: FakeOpenAI) -> None:
+    worker.script(stall("Once upon a time"))
+    run_id = await _run(queue, "lg_tools", {"prompt": "tell me a story"})
+
+    async def streaming() -> bool:
+        return any(e.type == "message.delta" for e in await queue.read_events(run_id))
+
+    await wait_until(streaming, within=30, what="the model to stream")
+    await queue.request_cancel(run_id, tenant_id=TENANT)
+    run = await _status(queue, run_id, Status.CANCELLED)
+
+    await wait_until(lambda: worker.requests[0].disconnected, within=10, what="the stream to close")
+    assert run.cancel_reason == "user"
+    check_event_log(await queue.read_events(run_id))
 
 
 async def test_an_interrupt_waits_and_the_resume_value_reaches_the_node(
