@@ -28,6 +28,7 @@ from typing import Any
 from bench import (
     cost,
     create_rate,
+    frameworks_langgraph,
     latency,
     peers,
     pgbench_raw,
@@ -82,6 +83,9 @@ class Profile:
     threads_pending: int = 50_000
     threads_busy: int = 200
     threads_samples: int = 300
+    langgraph_samples: int = 500  # checkpoint puts and gets per saver
+    langgraph_graph_runs: int = 100  # 10-node graph runs per saver
+    langgraph_steps: int = 1_000  # a looping graph's steps on one thread, then its rows
 
 
 FULL = Profile()
@@ -120,6 +124,9 @@ SMOKE = Profile(
     threads_pending=1_000,
     threads_busy=10,
     threads_samples=20,
+    langgraph_samples=10,
+    langgraph_graph_runs=3,
+    langgraph_steps=30,
 )
 
 Section = Callable[[BenchServer, Profile, dict[str, Any]], Awaitable[None]]
@@ -228,6 +235,12 @@ async def _threads(server: BenchServer, p: Profile, out: dict[str, Any]) -> None
         )
 
 
+async def _frameworks_langgraph(server: BenchServer, p: Profile, out: dict[str, Any]) -> None:
+    out["frameworks_langgraph"] = await frameworks_langgraph.compare(
+        server, samples=p.langgraph_samples, graph_runs=p.langgraph_graph_runs, steps=p.langgraph_steps
+    )
+
+
 SECTIONS: dict[str, Section] = {
     "pgbench": _pgbench,
     "e2e": _e2e,
@@ -241,6 +254,7 @@ SECTIONS: dict[str, Section] = {
     "streaming": _streaming,
     "wakeups": _wakeups,
     "threads": _threads,
+    "frameworks-langgraph": _frameworks_langgraph,
 }
 
 
