@@ -2,7 +2,8 @@
 
 Without RUNQ_DATABASE_URL every command uses the embedded PostgreSQL of the project's data
 folder (.runq/ at the project root, or RUNQ_DATA_DIR); while `runq dev` runs, that is its
-server. `runq runs follow` is the exception: a client of a running API (RUNQ_URL, RUNQ_KEY).
+server. `runq runs follow` with a key (RUNQ_KEY) is a client of the API instead (RUNQ_URL, else
+the API of the local `runq dev`).
 Errors are one line on stderr (--debug shows the traceback).
 """
 
@@ -101,6 +102,8 @@ async def _operate(url: str, args: argparse.Namespace) -> int:
         if args.command in cli_hooks.COMMANDS:
             return await cli_hooks.run(queue, settings, args)
         if args.command == "runs":
+            if args.runs_command == "follow":
+                return await cli_follow.follow_database(queue, args)
             if args.runs_command == "list":
                 status = Status(args.status) if args.status else None
                 runs = await queue.list_runs(tenant_id=args.tenant, status=status, limit=args.limit)
@@ -246,7 +249,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "runs" and args.runs_command == "follow":
-            return cli_follow.run(args)  # a client of the API: no database, no server settings
+            if problem := cli_follow.validate(args):
+                print(f"runq: {problem}", file=sys.stderr)
+                return 1
+            if cli_follow.over_api(args):  # a client of the API: no database
+                from app.db.runtime import advertised_api
+
+                url = args.url or advertised_api(get_settings()) or cli_follow.DEFAULT_URL
+                return cli_follow.follow_api(args, url)
         return _run(args, get_settings())
     except KeyboardInterrupt:
         return 130

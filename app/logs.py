@@ -71,6 +71,9 @@ class TextFormatter(logging.Formatter):
         return f"{text} [{fields}]" if fields else text
 
 
+POOL_LOGGERS = ("sqlalchemy.pool", "app.db.engine.BoundedPool")
+
+
 def configure_logging(fmt: Literal["auto", "json", "text"] = "auto", level: int | str = logging.INFO) -> None:
     """Send every log record to stderr; stdout stays free for a command's real output."""
     json_lines = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
@@ -86,3 +89,8 @@ def configure_logging(fmt: Literal["auto", "json", "text"] = "auto", level: int 
         server_log = logging.getLogger(name)
         server_log.handlers.clear()
         server_log.propagate = True
+    # SQLAlchemy's pools (and app/db/engine.py's BoundedPool, which logs under its own class
+    # name) say "Pool disposed" / "Pool recreating" at info on every shutdown: bookkeeping, not
+    # news. Their warnings (a connection invalidated, checked in dirty) still show.
+    for name in POOL_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)

@@ -24,7 +24,7 @@ from app import heap, tracing
 from app.agents.base import load_agents
 from app.api import admin, docs, health, openapi, runs, schedules, threads, ui, webhooks
 from app.api.deps import Runtime
-from app.api.limits import BodySizeLimit
+from app.api.limits import BodySizeLimit, JsonBodies
 from app.api.presence import Presence
 from app.api.problems import ApiProblem, problem_response
 from app.api.stream import event_hub
@@ -111,6 +111,7 @@ def create_app(settings: Settings | None = None, *, sse_ping_s: float = 10.0) ->
         lifespan=lifespan,
         redoc_url=None,  # app/api/docs.py serves it, with a policy against ReDoc's CDN logo
     )
+    app.add_middleware(JsonBodies)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     if tracing.configure("runq-api"):  # only when OTEL_* asks for traces (docs/usage.md)
         tracing.instrument_app(app)

@@ -1,6 +1,7 @@
-"""Request body size limit, enforced before the body is read in full.
+"""What a request body may be: JSON, and no larger than the limit.
 
-A declared ``Content-Length`` over the limit is refused before reading a byte; a chunked body
+A body sent as another media type (a form, text/plain, none named) is refused with ``415`` before
+it is read: validation would only say "Input should be a valid dictionary". A declared ``Content-Length`` over the limit is refused before reading a byte; a chunked body
 is counted as it arrives and refused as soon as it passes the limit. The accepted body (at
 most the limit) is buffered and replayed to the app.
 """
@@ -10,6 +11,40 @@ from __future__ import annotations
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.problems import problem_response
+
+JSON_TYPES = ("application/json",)
+
+
+class JsonBodies:
+    """Answer ``415 unsupported_media_type`` for a non-empty body whose Content-Type is not JSON
+    (``application/json`` or a ``+json`` suffix); every route of the API that takes a body takes JSON."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and _has_body(scope) and not _is_json(scope):
+            response = problem_response(
+                415,
+                "unsupported_media_type",
+                "send the request body as JSON, with Content-Type: application/json",
+                instance=scope.get("path"),
+                headers={"Accept-Post": "application/json"},
+            )
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def _has_body(scope: Scope) -> bool:
+    headers = dict(scope["headers"])
+    length = headers.get(b"content-length")
+    return (length is not None and length.strip() not in (b"", b"0")) or b"transfer-encoding" in headers
+
+
+def _is_json(scope: Scope) -> bool:
+    media = dict(scope["headers"]).get(b"content-type", b"").split(b";", 1)[0].strip().lower().decode("latin-1")
+    return media in JSON_TYPES or (media.startswith("application/") and media.endswith("+json"))
 
 
 class BodySizeLimit:

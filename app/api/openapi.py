@@ -1,10 +1,11 @@
 """The OpenAPI document, exact where FastAPI's own falls short, so generated clients work.
 
-FastAPI derives the document from the models; three things it cannot know: which agents this
+FastAPI derives the document from the models; four things it cannot know: which agents this
 deployment registered (``agent`` becomes an enum of them), how one Server-Sent Event looks on the
 wire (each ``text/event-stream`` response documents its events), and that pydantic writes the
 bounds of an integer field as floats (``maximum: 1000.0``), which some generators then type as
-floats. The document is built once, on first request, like FastAPI's.
+floats, and that a body sent as anything but JSON is refused (415). The document is built once,
+on first request, like FastAPI's.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from starlette.routing import Match
 from starlette.types import Scope
+
+from app.api.schemas import JSON_VALUE
 
 SSE_MEDIA_TYPE = "text/event-stream"
 LAST_EVENT_ID = r"^[0-9]{1,10}$"  # a seq, as the stream sent it in `id:`
@@ -33,6 +36,11 @@ SSE_EVENT = {
         "event": {"type": "string", "examples": ["run.queued", "message.delta", "run.completed"]},
         "data": {"type": "string", "contentMediaType": "application/json"},
     },
+}
+# Every route that takes a body takes JSON (app/api/limits.py refuses anything else).
+UNSUPPORTED_MEDIA_TYPE = {
+    "description": "Unsupported Media Type: the body is not sent as application/json",
+    "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}},
 }
 
 
@@ -70,6 +78,7 @@ def exact(document: dict[str, Any], agents: list[str]) -> dict[str, Any]:
         if agent is not None and agents:
             agent["enum"] = agents
     schemas["ServerSentEvent"] = SSE_EVENT
+    schemas["JsonValue"] = JSON_VALUE
     for path in document.get("paths", {}).values():
         for operation in path.values():
             for response in operation.get("responses", {}).values():
@@ -79,6 +88,8 @@ def exact(document: dict[str, Any], agents: list[str]) -> dict[str, Any]:
         for operation in path.values():
             for parameter in operation.get("parameters", []):
                 _parameter(parameter)
+            if "requestBody" in operation:
+                operation["responses"].setdefault("415", UNSUPPORTED_MEDIA_TYPE)
     _integral_bounds(document)
     return document
 

@@ -7,7 +7,7 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, field_validator
 
 from app.domain import Event, Run, Status, Thread, ThreadMessage, Usage
 
@@ -53,6 +53,29 @@ def _check_json(value: Any, depth: int = 0) -> None:
     elif isinstance(value, list):
         for item in value:
             _check_json(item, depth + 1)
+
+
+# jsonb cannot store NUL: the document says so of every string in a stored JSON value (a
+# component of its own, app/api/openapi.py), so a body the schema allows is not refused for it.
+NO_NUL = r"^[^\x00]*$"
+JSON_VALUE_REF = {"$ref": "#/components/schemas/JsonValue"}
+JSON_VALUE = {
+    "title": "JsonValue",
+    "description": "Any JSON value PostgreSQL's jsonb can store: no string or key holds NUL (\\u0000).",
+    "anyOf": [
+        {"type": "string", "pattern": NO_NUL},
+        {"type": "number"},
+        {"type": "boolean"},
+        {"type": "null"},
+        {"type": "array", "items": JSON_VALUE_REF},
+        {"type": "object", "additionalProperties": JSON_VALUE_REF, "propertyNames": {"pattern": NO_NUL}},
+    ],
+}
+StoredValue = Annotated[Any, WithJsonSchema({"allOf": [JSON_VALUE_REF]})]  # a bare $ref would lose its description
+StoredObject = Annotated[
+    dict[str, Any],
+    WithJsonSchema({"type": "object", "additionalProperties": JSON_VALUE_REF, "propertyNames": {"pattern": NO_NUL}}),
+]
 
 
 class Budget(BaseModel):
@@ -230,7 +253,7 @@ class ResumeRun(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     waitpoint_id: uuid.UUID | None = Field(default=None, description="must name the open waitpoint, if given")
-    value: Any = Field(description="any JSON value; `ctx.wait_for` returns it", examples=[{"approved": True}])
+    value: StoredValue = Field(description="any JSON value; `ctx.wait_for` returns it", examples=[{"approved": True}])
 
     @field_validator("value")
     @classmethod
@@ -253,7 +276,7 @@ class CreateThread(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    metadata: dict[str, Any] = Field(default_factory=dict, examples=[{"user": "u_123"}])
+    metadata: StoredObject = Field(default_factory=dict, examples=[{"user": "u_123"}])
 
     @field_validator("metadata")
     @classmethod

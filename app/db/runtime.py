@@ -151,6 +151,17 @@ def keep_secret_key(folder: Path, settings: Settings) -> None:
     settings._secret_key_generated = False
 
 
+def advertised_api(settings: Settings) -> str | None:
+    """The API URL a live ``runq dev`` of this data folder recorded, if one runs."""
+    if settings.database_url:
+        return None
+    with contextlib.suppress(NoDatabase):
+        record = _read_record(data_dir(settings))
+        if record is not None and record.api and _alive(record.pid, record.pid_started):
+            return record.api
+    return None
+
+
 def _find_served(folder: Path, pgdata: Path) -> Database | None:
     """The server another live process runs on pgdata, if any."""
     record = _read_record(folder)

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from typing import Any
 
@@ -71,3 +72,49 @@ def test_follow_without_the_client_says_how_to_install_it(
     monkeypatch.setitem(sys.modules, "runq_client", None)  # what `import runq_client` finds then fails
     assert cli.main(["runs", "follow", str(uuid.uuid4()), "--key", "rq_x"]) == 1
     assert "pip install -e clients/python" in capsys.readouterr().err
+
+
+def follow_from_database(*args: str, database_url: str) -> subprocess.Popen[str]:
+    """``runq runs follow`` as an operator: no URL, no key, the database of the other commands."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RUNQ_URL", "RUNQ_KEY")}
+    return subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "runs", "follow", *args],
+        cwd=ROOT,
+        env=env | {"RUNQ_DATABASE_URL": database_url},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_follow_without_url_or_key_reads_the_database(
+    api: ApiProcess, worker: subprocess.Popen[bytes], api_key: str, database_url: str
+) -> None:
+    with Client(api.base_url, api_key) as direct:
+        finished = direct.runs.create("demo", {"prompt": "already over", "steps": 1, "step_s": 0})
+        direct.runs.wait(finished.id, timeout=30)
+        live = direct.runs.create("demo", {**DEMO, "steps": 8, "step_s": 0.2})
+        followers = {
+            run.id: follow_from_database(run.id, "--json", database_url=database_url) for run in (finished, live)
+        }
+        for run_id, proc in followers.items():
+            out, err = proc.communicate(timeout=60)
+            assert proc.returncode == 0, err
+            assert [json.loads(line) for line in out.splitlines()] == stored_lines(direct, run_id)
+            assert json.loads(out.splitlines()[-1])["type"] == "run.completed"
+        later = follow_from_database(live.id, "--after", "3", database_url=database_url)
+        out, err = later.communicate(timeout=60)
+        assert later.returncode == 0, err
+        assert [int(line.split()[0]) for line in out.splitlines()] == [e["seq"] for e in stored_lines(direct, live.id, 3)]
+        unknown = follow_from_database(str(uuid.uuid4()), database_url=database_url)
+        _, err = unknown.communicate(timeout=60)
+        assert unknown.returncode == 1 and "no run with id" in err
+
+
+def test_follow_reports_a_closed_port_within_seconds() -> None:
+    from tests.api_support import free_port
+
+    started = time.monotonic()
+    refused = follow(str(uuid.uuid4()), url=f"http://127.0.0.1:{free_port()}", key="rq_x")
+    assert refused.returncode == 1 and refused.stderr.startswith("runq: connection_error")
+    assert time.monotonic() - started < 10

@@ -58,10 +58,9 @@ BUSINESS_RULES = {
     # Last-Event-ID is a seq, and seqs are int4: ten digits above 2147483647 are no seq.
     ("positive_data_acceptance", "GET /runs/{run_id}/events", "invalid_cursor"),
     # jsonb cannot store NUL characters or lone surrogates, at any depth of `input`, in a note or in
-    # a resume's value.
+    # a resume's value (their strings: the document says no NUL; lone surrogates and depth it cannot).
     ("positive_data_acceptance", "POST /runs", "validation_error"),
     ("positive_data_acceptance", "POST /runs/{run_id}/cancel", "validation_error"),
-    ("positive_data_acceptance", "POST /runs/{run_id}/resume", "validation_error"),
     # Cancelling a run that has already finished is a conflict by design (DESIGN §2).
     ("positive_data_acceptance", "POST /runs/{run_id}/cancel", "run_finished"),
     # Threads (docs/threads.md): cursors are opaque; a thread run's body is a run's body (its
@@ -71,7 +70,6 @@ BUSINESS_RULES = {
     ("positive_data_acceptance", "GET /threads", "invalid_cursor"),
     ("positive_data_acceptance", "GET /threads/{thread_id}/messages", "invalid_cursor"),
     ("positive_data_acceptance", "GET /threads/{thread_id}/runs", "invalid_cursor"),
-    ("positive_data_acceptance", "POST /threads", "validation_error"),
     ("positive_data_acceptance", "POST /threads/{thread_id}/runs", "webhook_url_invalid"),
     ("positive_data_acceptance", "POST /threads/{thread_id}/runs", "webhook_url_unresolvable"),
     ("positive_data_acceptance", "POST /threads/{thread_id}/runs", "webhook_url_forbidden"),

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.logs import configure_logging, log_context
+from app.logs import POOL_LOGGERS, configure_logging, log_context
 
-LOGGERS = ("", "uvicorn", "uvicorn.error", "uvicorn.access")
+LOGGERS = ("", "uvicorn", "uvicorn.error", "uvicorn.access", *POOL_LOGGERS)
 
 
 @pytest.fixture(autouse=True)
@@ -50,3 +50,13 @@ def test_uvicorn_lines_go_through_the_same_format(capsys: pytest.CaptureFixture[
     access.info('%s - "%s %s HTTP/%s" %d', "127.0.0.1:5", "GET", "/runs", "1.1", 200)
     (line,) = lines(capsys.readouterr().err)
     assert line["logger"] == "uvicorn.access" and line["msg"] == '127.0.0.1:5 - "GET /runs HTTP/1.1" 200'
+
+
+async def test_a_shutdown_logs_no_pool_bookkeeping(capsys: pytest.CaptureFixture[str]) -> None:
+    from app.db.engine import create_engine
+
+    configure_logging("json")
+    engine = create_engine("postgresql://127.0.0.1:1/none", pool_size=1)
+    await engine.dispose()  # the pool logs "Pool disposed" and "Pool recreating" here at info
+    logging.getLogger("sqlalchemy.pool").warning("a connection was invalidated")
+    assert [line["msg"] for line in lines(capsys.readouterr().err)] == ["a connection was invalidated"]

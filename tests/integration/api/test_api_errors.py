@@ -87,6 +87,43 @@ async def test_malformed_json(client: httpx.AsyncClient, alice: dict[str, str], 
         assert_problem(response, 400, "malformed_json")
 
 
+@pytest.mark.parametrize(
+    ("path", "content_type"),
+    [
+        ("/runs", None),
+        ("/runs", "text/plain"),
+        ("/runs", "application/x-www-form-urlencoded"),
+        ("/threads", "multipart/form-data; boundary=x"),
+        ("/runs/00000000-0000-0000-0000-000000000000/resume", "text/plain; charset=utf-8"),
+    ],
+)
+async def test_a_body_that_is_not_json_is_415(
+    client: httpx.AsyncClient, alice: dict[str, str], path: str, content_type: str | None
+) -> None:
+    headers = alice | ({"Content-Type": content_type} if content_type else {})
+    response = await client.post(path, content=b'{"agent": "demo"}', headers=headers)
+    assert_problem(response, 415, "unsupported_media_type")
+    assert response.headers["accept-post"] == "application/json"
+
+
+@pytest.mark.parametrize("content_type", ["application/json", "application/json; charset=utf-8", "application/merge-patch+json"])
+async def test_json_media_types_pass(client: httpx.AsyncClient, alice: dict[str, str], content_type: str) -> None:
+    response = await client.post("/runs", content=b'{"agent": "demo"}', headers=alice | {"Content-Type": content_type})
+    assert response.status_code == 201, response.text
+
+
+async def test_a_route_without_a_body_needs_no_content_type(client: httpx.AsyncClient, alice: dict[str, str]) -> None:
+    run = await create_run(client, alice, agent="demo")
+    response = await client.post(f"/runs/{run['id']}/cancel", headers=alice)
+    assert response.status_code == 202, response.text
+
+
+async def test_the_document_names_415_for_every_body(client: httpx.AsyncClient) -> None:
+    document = (await client.get("/openapi.json")).json()
+    with_bodies = [op for path in document["paths"].values() for op in path.values() if "requestBody" in op]
+    assert with_bodies and all("415" in op["responses"] for op in with_bodies)
+
+
 async def test_body_too_large_by_content_length(
     client: httpx.AsyncClient, alice: dict[str, str], settings: Settings
 ) -> None:
