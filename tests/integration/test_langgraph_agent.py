@@ -208,3 +208,8 @@ async def test_two_runs_of_one_thread_share_the_graph_state(
             .all()
         )
     assert threads == [str(thread.id)]  # the LangGraph thread is the runq thread
+
+    await queue.delete_thread(thread.id, tenant_id=TENANT)  # and goes with it
+    async with engine.connect() as conn:
+        left = (await conn.execute(text("SELECT count(*) FROM langgraph_checkpoints"))).scalar_one()
+    assert left == 0
