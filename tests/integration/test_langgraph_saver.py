@@ -18,7 +18,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.agents.langgraph import RunqSaver
-from app.domain import LeaseLost
+from app.domain import Finish, LeaseLost
 from app.queue import Fence, Queue
 from app.settings import get_settings
 
@@ -94,6 +94,20 @@ async def test_a_write_under_a_lost_lease_changes_nothing(
     await _put(holder, thread_id, first, x=5)
     assert await holder.last_writer(thread_id) == run.id
     assert await RunqSaver(engine).last_writer(str(uuid.uuid4())) is None
+
+
+async def test_a_purged_run_takes_its_checkpoints_with_it(queue: Queue, engine: AsyncEngine) -> None:
+    run, _ = await queue.enqueue(tenant_id="t1", agent="demo", input={})
+    [claim] = await queue.claim_batch(worker_id="w:1:a", limit=1)
+    saver = RunqSaver(engine, fence=Fence(run.id, claim.lease_id))
+    await saver.aput_writes(await _put(saver, str(run.id), x=1), [("x", 2)], "task-1")
+    kept = await _put(RunqSaver(engine), "another-thread", x=1)
+    await queue.finish(run_id=run.id, lease_id=claim.lease_id, finish=Finish.done({}))
+
+    assert await queue.purge_finished(older_than_s=0, everywhere=True) == 1
+
+    assert await _rows(engine, str(run.id)) == (0, 0)
+    assert await RunqSaver(engine).aget_tuple(kept) is not None
 
 
 async def test_each_put_keeps_the_newest_checkpoints(engine: AsyncEngine) -> None:
