@@ -28,7 +28,6 @@ from typing import Any
 from bench import (
     cost,
     create_rate,
-    frameworks_langgraph,
     latency,
     peers,
     pgbench_raw,
@@ -236,6 +235,8 @@ async def _threads(server: BenchServer, p: Profile, out: dict[str, Any]) -> None
 
 
 async def _frameworks_langgraph(server: BenchServer, p: Profile, out: dict[str, Any]) -> None:
+    from bench import frameworks_langgraph  # the langgraph extra: the other sections run without it
+
     out["frameworks_langgraph"] = await frameworks_langgraph.compare(
         server, samples=p.langgraph_samples, graph_runs=p.langgraph_graph_runs, steps=p.langgraph_steps
     )
