@@ -99,6 +99,10 @@ class Settings(BaseSettings):
     openai_api_key: str | None = None
     openai_model: str = "gpt-4o-mini"
 
+    # LangGraph graphs (app/agents/langgraph/): checkpoints kept per LangGraph thread and
+    # namespace, the newest first; older ones are deleted as new ones are stored.
+    langgraph_keep_checkpoints: int = Field(default=20, ge=1)
+
     @field_validator("agents", mode="before")
     @classmethod
     def _parse_agents(cls, value: object) -> object:

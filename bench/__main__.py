@@ -84,6 +84,9 @@ class Profile:
     threads_samples: int = 300
     frameworks_rounds: int = 10  # runs of each shape, bare and through runq
     frameworks_tools: int = 5  # tool calls in the shapes that call tools
+    langgraph_samples: int = 500  # checkpoint puts and gets per saver
+    langgraph_graph_runs: int = 100  # 10-node graph runs per saver
+    langgraph_steps: int = 1_000  # a looping graph's steps on one thread, then its rows
 
 
 FULL = Profile()
@@ -124,6 +127,9 @@ SMOKE = Profile(
     threads_samples=20,
     frameworks_rounds=1,
     frameworks_tools=2,
+    langgraph_samples=10,
+    langgraph_graph_runs=3,
+    langgraph_steps=30,
 )
 
 Section = Callable[[BenchServer, Profile, dict[str, Any]], Awaitable[None]]
@@ -240,6 +246,14 @@ async def _frameworks_pydantic_ai(server: BenchServer, p: Profile, out: dict[str
     )
 
 
+async def _frameworks_langgraph(server: BenchServer, p: Profile, out: dict[str, Any]) -> None:
+    from bench import frameworks_langgraph  # the langgraph extra: the other sections run without it
+
+    out["frameworks_langgraph"] = await frameworks_langgraph.compare(
+        server, samples=p.langgraph_samples, graph_runs=p.langgraph_graph_runs, steps=p.langgraph_steps
+    )
+
+
 SECTIONS: dict[str, Section] = {
     "pgbench": _pgbench,
     "e2e": _e2e,
@@ -254,6 +268,7 @@ SECTIONS: dict[str, Section] = {
     "wakeups": _wakeups,
     "threads": _threads,
     "frameworks-pydantic-ai": _frameworks_pydantic_ai,
+    "frameworks-langgraph": _frameworks_langgraph,
 }
 
 

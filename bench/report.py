@@ -179,6 +179,7 @@ def table(results: dict[str, Any]) -> str:
     ]
     rows += _streaming_rows(_get(r, "streaming"))
     rows += _pydantic_ai_rows(_get(r, "frameworks.pydantic_ai"))
+    rows += _langgraph_rows(_get(r, "frameworks_langgraph"))
     width = [max(len(row[i]) for row in rows) for i in range(4)]
     lines = []
     for row in rows:
@@ -239,3 +240,24 @@ def _pydantic_ai_rows(section: dict[str, Any] | None) -> list[Row]:
          _num(replay["replay_ms"], "{:.0f}"), f"live {_num(replay['first_attempt_to_step_ms'], '{:.0f}')}",
          _num(replay["ratio_replay_to_live"], "{:.2f}x")),
     ]
+
+
+def _langgraph_rows(section: dict[str, Any] | None) -> list[Row]:
+    """bench/frameworks_langgraph.py: runq's saver vs LangGraph's AsyncPostgresSaver."""
+    if not section:
+        return []
+    graph = next(k for k in section if k.startswith("graph_"))
+    steps = next(k for k in section if k.startswith("rows_after_"))
+    rows: list[Row] = [("LANGGRAPH SAVER (runq vs AsyncPostgresSaver, psycopg)", "runq", "LangGraph", "runq/peer")]
+    for label, key in (("checkpoint put", "put"), ("checkpoint get", "get"), (graph.replace("_", " "), graph)):
+        for q in ("p50", "p99"):
+            runq, peer = section[key]["runq"][f"{q}_ms"], section[key]["langgraph_psycopg"][f"{q}_ms"]
+            rows.append((f"{label} {q} ms", _num(runq, "{:.2f}"), _num(peer, "{:.2f}"), _ratio(runq, peer)))
+    rows.append((
+        f"checkpoint rows per thread, {steps.replace('_', ' ')} (keep {section['keep']})",
+        _num(section[steps]["runq"]["checkpoints"]),
+        _num(section[steps]["langgraph_psycopg"]["checkpoints"]),
+        "",
+    ))
+    rows.append(("LangGraph's asyncpg saver", section["asyncpg_saver"], "", ""))
+    return rows

@@ -6,7 +6,10 @@ import importlib
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 T = TypeVar("T")
 
@@ -79,6 +82,17 @@ class ThreadView:
     messages: Sequence[Mapping[str, Any]]
 
 
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """The attempt's claim, for an agent's own writes to runq's database (a framework's
+    checkpoints, app/agents/langgraph/): each must be conditioned on ``run_id`` and
+    ``lease_id`` like every worker write (§1), on the worker's bounded ``engine``."""
+
+    engine: AsyncEngine
+    run_id: uuid.UUID
+    lease_id: uuid.UUID
+
+
 @runtime_checkable
 class RunContext(Protocol):
     """The runtime's side of an agent run (implemented by the worker)."""
@@ -90,6 +104,7 @@ class RunContext(Protocol):
     budget: Mapping[str, Any]
     resume_state: Any
     thread: ThreadView | None  # None for a run without a thread
+    lease: Lease | None  # None outside a worker (a test's fake context)
 
     @property
     def cancelled(self) -> bool: ...

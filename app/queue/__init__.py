@@ -13,7 +13,8 @@ Modules by concern: :mod:`~app.queue.runs` (create, read, stop), :mod:`~app.queu
 :mod:`~app.queue.partitions` (run_events by day, retention), :mod:`~app.queue.ops` (admin and metrics), :mod:`~app.queue.webhooks` (the webhook
 outbox and signing secrets), :mod:`~app.queue.schedules` (schedules and their slots), :mod:`~app.queue.workers` (the
 worker registry), :mod:`~app.queue.threads` (conversations and their multitask strategies),
-:mod:`~app.queue.waits` (resuming waiting runs).
+:mod:`~app.queue.waits` (resuming waiting runs), :mod:`~app.queue.graph_checkpoints` (LangGraph's
+checkpoints, for the saver of ``app/agents/langgraph``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from app.queue.claims import CLAIM_BATCH, CLAIM_BATCH_CAPPED, Claims
 from app.queue.codec import NewEvents, NewMessages, request_hash
 from app.queue.events import Appended, Events
 from app.queue.finish import FINISH_IF_LEASED, Ended, Endings
+from app.queue.graph_checkpoints import Fence, GraphCheckpoints
 from app.queue.maintenance import Maintenance
 from app.queue.ops import QUEUE_DEPTH, Ops, QueueDepth, QueueSample, QueueStats
 from app.queue.partitions import EventPartition, History
@@ -57,6 +59,8 @@ __all__ = [
     "DeliveryJob",
     "Ended",
     "EventPartition",
+    "Fence",
+    "GraphCheckpoints",
     "NewEvents",
     "NewMessages",
     "NewRun",

@@ -28,6 +28,7 @@ from app.agents.base import (
     MESSAGE_ROLES,
     Agent,
     BudgetExceeded,
+    Lease,
     ThreadView,
     WaitRequested,
     WaitTimedOut,
@@ -80,6 +81,7 @@ class Attempt:
         self._waits: dict[str, int] = dict(saved.get("waits") or {})  # name -> waits passed
         self._stored: dict[str, Any] = saved  # the checkpoint a resumed attempt would start from
         self.lease_id = claim.lease_id
+        self.lease: Lease | None = Lease(queue.engine, run.id, claim.lease_id)
         self.thread: ThreadView | None = None  # set by the runner for a run in a thread
         # added by the agent, not stored yet: they go with the next checkpoint or the ending
         self._unsaved_messages: list[dict[str, Any]] = []

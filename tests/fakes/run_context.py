@@ -49,6 +49,7 @@ class FakeRunContext:
         self.budget = budget or {}
         self.resume_state = resume_state
         self.thread = thread
+        self.lease = None  # no database: an agent's own fenced writes need a worker
         self.messages: list[dict[str, Any]] = []  # what add_messages was given, in order
         self.events: list[tuple[str, dict[str, Any]]] = []
         self.checkpoints: list[Any] = []

@@ -88,8 +88,10 @@ SELECT r.id FROM agent_runs r
 -- Retention: one batch of finished runs older than the age whose events partition is gone
 -- (history_at < :before, the oldest day partition still there; see app/queue/partitions.py), so
 -- the cascade to run_events finds nothing left to delete row by row. Oldest first by creation;
--- a run created that early but still going or re-homed is rare, so the scan skips few.
-WITH old AS (
+-- a run created that early but still going or re-homed is rare, so the scan skips few. The
+-- LangGraph checkpoints of a run outside a thread (their thread id is the run's) go with it; a
+-- thread's graph stays with its thread.
+WITH old AS MATERIALIZED (
     SELECT id FROM agent_runs
      WHERE created_at < :before AND history_at < :before
        AND status IN ('done', 'dead', 'cancelled')
@@ -97,6 +99,10 @@ WITH old AS (
      ORDER BY created_at
      LIMIT :batch
        FOR UPDATE SKIP LOCKED
+), graph_writes AS (
+    DELETE FROM langgraph_checkpoint_writes WHERE thread_id IN (SELECT CAST(id AS text) FROM old)
+), graph_checkpoints AS (
+    DELETE FROM langgraph_checkpoints WHERE thread_id IN (SELECT CAST(id AS text) FROM old)
 )
 DELETE FROM agent_runs WHERE id IN (SELECT id FROM old);
 

@@ -92,5 +92,11 @@ UPDATE threads
  WHERE id = :thread_id;
 
 -- name: delete_thread
--- Delete an idle thread; its messages and runs (and their events) go by cascade.
+-- Delete an idle thread; its messages and runs (and their events) go by cascade, and the
+-- LangGraph checkpoints of its graph (LangGraph's thread id is the thread's) with them.
+WITH graph_writes AS (
+    DELETE FROM langgraph_checkpoint_writes WHERE thread_id = CAST(CAST(:thread_id AS uuid) AS text)
+), graph_checkpoints AS (
+    DELETE FROM langgraph_checkpoints WHERE thread_id = CAST(CAST(:thread_id AS uuid) AS text)
+)
 DELETE FROM threads WHERE id = :thread_id;

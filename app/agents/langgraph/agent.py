@@ -1,0 +1,253 @@
+"""A LangGraph ``StateGraph`` as a runq agent: compiled per attempt with runq's fenced saver.
+
+LangGraph's unit of durability is the node: with ``durability="sync"`` every superstep's
+checkpoint is committed before the next one starts, so a retried attempt resumes the graph from
+its last checkpoint, invoked without input, and only the node that was running repeats. Whether
+the input was already taken is read from the graph's own storage: the thread's newest checkpoint
+was written under this run's lease (:meth:`RunqSaver.last_writer`). An ``interrupt()`` becomes
+a §9 wait named ``interrupt``; the resumed attempt finds the value recorded and hands it back as
+``Command(resume=...)``. runq's own checkpoint (``ctx.checkpoint``) holds only what the graph's
+does not: where the run's messages start in the graph state and how many the thread has stored,
+so thread messages are added once (with a wait's checkpoint or with the ending).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, is_dataclass
+from typing import Any, ClassVar, Literal
+
+from langchain_core.callbacks import AsyncCallbackHandler
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    ToolMessage,
+    convert_to_openai_messages,
+)
+from langchain_core.outputs import LLMResult
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph.state import CompiledStateGraph, StateGraph
+from langgraph.types import Command, Interrupt
+from pydantic import BaseModel
+
+from app.agents.base import FatalError, RunContext
+from app.agents.langgraph.saver import RunqSaver
+from app.queue.graph_checkpoints import Fence
+from app.settings import Settings, get_settings
+
+THREAD_MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id")
+
+
+class LangGraphAgent:
+    """Subclass with ``graph = <a StateGraph>`` (not compiled: runq compiles it with its saver).
+
+    Input ``{prompt}`` or ``{messages}`` (OpenAI chat format) becomes ``{"messages": [...]}``;
+    ``{state: {...}}`` is the graph input as is. Output ``{text, state}``: the last AI message's
+    text and the final state as JSON. ``interrupt_timeout_s`` in the input bounds each wait.
+    """
+
+    graph: ClassVar[StateGraph[Any]]
+    durability: ClassVar[Literal["sync", "async", "exit"]] = (
+        "sync"  # a checkpoint committed before the next superstep
+    )
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings or get_settings()
+
+    async def run(self, ctx: RunContext) -> dict[str, Any]:
+        if ctx.lease is None:
+            raise FatalError("a LangGraph agent runs in a worker (it needs the run's lease)")
+        thread_id = str(ctx.thread.id if ctx.thread is not None else ctx.run_id)
+        saver = RunqSaver(
+            ctx.lease.engine,
+            keep=self.settings.langgraph_keep_checkpoints,
+            fence=Fence(ctx.lease.run_id, ctx.lease.lease_id),
+        )
+        graph = self.graph.compile(checkpointer=saver)
+        config: RunnableConfig = {
+            "configurable": {"thread_id": thread_id},
+            "callbacks": [_Meter(ctx)],
+        }
+        saved = ctx.resume_state if isinstance(ctx.resume_state, dict) else {}
+        progress = _Progress(base=int(saved.get("base", 0)), added=int(saved.get("added", 0)))
+        pending: Any
+        if await saver.last_writer(thread_id) != ctx.run_id:  # the input is not in the graph yet
+            pending = self.graph_input(ctx.input)
+            if ctx.thread is not None:
+                progress = _Progress(base=len(_messages((await graph.aget_state(config)).values)))
+                await ctx.checkpoint(progress.state())
+        else:
+            interrupts = (await graph.aget_state(config)).interrupts
+            pending = await self._answer(ctx, interrupts) if interrupts else None
+        while True:
+            await self._stream(ctx, graph, pending, config)
+            snapshot = await graph.aget_state(config)
+            if not snapshot.interrupts:
+                break
+            # Checkpoint first (the waits passed and the thread's messages so far), so the
+            # resumed attempt asks for this wait's occurrence, not the last one answered.
+            await self._remember(ctx, snapshot.values, progress)
+            await ctx.checkpoint(progress.state())
+            pending = await self._answer(ctx, snapshot.interrupts)
+        await self._remember(ctx, snapshot.values, progress)
+        return {"text": _last_ai_text(snapshot.values), "state": _jsonable(snapshot.values)}
+
+    def graph_input(self, input: Mapping[str, Any]) -> Any:
+        """The graph's input for a run's input; override for another state schema."""
+        if isinstance(input.get("state"), dict):
+            return input["state"]
+        messages = input.get("messages")
+        if messages is not None:
+            if (
+                not isinstance(messages, list)
+                or not messages
+                or not all(isinstance(m, dict) for m in messages)
+            ):
+                raise FatalError(
+                    "`messages` must be a non-empty list of chat messages", code="invalid_input"
+                )
+            return {"messages": messages}
+        prompt = input.get("prompt")
+        if isinstance(prompt, str) and prompt:
+            return {"messages": [{"role": "user", "content": prompt}]}
+        raise FatalError("input needs `prompt`, `messages` or `state`", code="invalid_input")
+
+    async def _stream(
+        self, ctx: RunContext, graph: CompiledStateGraph[Any], pending: Any, config: RunnableConfig
+    ) -> None:
+        stream = graph.astream(
+            pending, config, stream_mode=["messages", "debug"], durability=self.durability
+        )
+        part: Any  # (mode, chunk): stream mode "messages" or "debug"
+        async for part in stream:
+            mode, chunk = part
+            if mode == "messages":
+                message = chunk[0]
+                if isinstance(message, AIMessageChunk) and message.text:
+                    await ctx.emit("message.delta", {"text": message.text})
+            elif chunk.get("type") == "task_result":
+                await _finished_node(ctx, chunk["step"], chunk["payload"])
+
+    async def _answer(self, ctx: RunContext, interrupts: Sequence[Interrupt]) -> Command[Any]:
+        """Wait for the value of the open interrupts (§9) and hand it back to the graph."""
+        value = await ctx.wait_for(
+            "interrupt",
+            payload={"interrupts": [{"id": i.id, "value": _jsonable(i.value)} for i in interrupts]},
+            timeout_s=ctx.input.get("interrupt_timeout_s"),
+        )
+        return Command(resume=value)
+
+    async def _remember(self, ctx: RunContext, values: Any, progress: _Progress) -> None:
+        """In a thread, the run's messages not stored yet join its history (OpenAI chat format)."""
+        if ctx.thread is None:
+            return
+        new = _messages(values)[progress.base + progress.added :]
+        if new:
+            await ctx.add_messages([_thread_message(m) for m in convert_to_openai_messages(new)])
+            progress.added += len(new)
+
+
+class _Progress:
+    """Where this run's messages start in the graph's state and how many the thread has."""
+
+    def __init__(self, *, base: int = 0, added: int = 0) -> None:
+        self.base = base
+        self.added = added
+
+    def state(self) -> dict[str, int]:
+        return {"base": self.base, "added": self.added}
+
+
+class _Meter(AsyncCallbackHandler):
+    """Budgets and usage from LangChain's callbacks: a model call counts a turn before it is
+    made (past ``max_turns`` it fails), its tokens once it answered; a tool call counts too."""
+
+    raise_error = True  # a passed budget fails the call instead of being logged
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+
+    async def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
+        self.ctx.count_turn()
+
+    async def on_llm_end(self, response: LLMResult, **kwargs: Any) -> None:
+        usage = {"input_tokens": 0, "output_tokens": 0}
+        for generations in response.generations:
+            for generation in generations:
+                message = getattr(generation, "message", None)
+                metadata = getattr(message, "usage_metadata", None) or {}
+                for key in usage:
+                    usage[key] += int(metadata.get(key) or 0)
+        self.ctx.record_usage(**usage, model_calls=1)
+
+    async def on_tool_start(self, serialized: Any, input_str: str, **kwargs: Any) -> None:
+        self.ctx.count_tool_call()
+
+
+async def _finished_node(ctx: RunContext, step: int, task: Mapping[str, Any]) -> None:
+    """A node's events once it finished: its AI messages, their tool calls, its tool results,
+    then ``graph.node``. A node that failed or interrupted has not finished."""
+    if task.get("error") is not None or task.get("interrupts"):
+        return
+    for message in _messages_in(task.get("result")):
+        if isinstance(message, AIMessage):
+            await ctx.emit("message.completed", {"text": message.text})
+            for call in message.tool_calls:
+                await ctx.emit(
+                    "tool.call",
+                    {"tool_call_id": call["id"], "name": call["name"], "arguments": call["args"]},
+                )
+        elif isinstance(message, ToolMessage):
+            await ctx.emit(
+                "tool.result",
+                {
+                    "tool_call_id": message.tool_call_id,
+                    "name": message.name,
+                    "output": _jsonable(message.content),
+                    "is_error": message.status == "error",
+                },
+            )
+    await ctx.emit("graph.node", {"node": task["name"], "step": step})
+
+
+def _messages_in(result: Any) -> list[BaseMessage]:
+    """The messages a node wrote, whatever the state keys they went to."""
+    found: list[BaseMessage] = []
+    for value in result.values() if isinstance(result, Mapping) else ():
+        if isinstance(value, BaseMessage):
+            found.append(value)
+        elif isinstance(value, list | tuple):
+            found.extend(v for v in value if isinstance(v, BaseMessage))
+    return found
+
+
+def _messages(values: Any) -> list[BaseMessage]:
+    messages = values.get("messages") if isinstance(values, Mapping) else None
+    return [m for m in messages or () if isinstance(m, BaseMessage)]
+
+
+def _last_ai_text(values: Any) -> str:
+    return next((m.text for m in reversed(_messages(values)) if isinstance(m, AIMessage)), "")
+
+
+def _thread_message(message: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: message[k] for k in THREAD_MESSAGE_KEYS if k in message}
+
+
+def _jsonable(value: Any) -> Any:
+    """State as JSON: messages in OpenAI chat format, models and dataclasses as their fields."""
+    if isinstance(value, BaseMessage):
+        return convert_to_openai_messages(value)
+    if isinstance(value, BaseModel):
+        return _jsonable(value.model_dump(mode="json"))
+    if is_dataclass(value) and not isinstance(value, type):
+        return _jsonable(asdict(value))
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return json.loads(json.dumps(value, default=str))
