@@ -1,0 +1,52 @@
+"""LangGraph's checkpoints and pending writes, as runq's fenced saver stores them."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Column,
+    DateTime,
+    Integer,
+    LargeBinary,
+    PrimaryKeyConstraint,
+    Table,
+    Text,
+)
+from sqlalchemy.dialects.postgresql import JSONB, UUID
+
+from app.db.schema.base import NOW, metadata
+
+# LangGraph's checkpoints (app/agents/langgraph/saver.py), one row per checkpoint, whole: the
+# serialized checkpoint in LangGraph's own typed encoding, its metadata as jsonb for list
+# filters. ``run_id`` is the runq run whose lease fenced the write (null for the saver used on
+# its own); no foreign key, so the saver also serves graphs run outside runq. Keyed as
+# LangGraph keys them; checkpoint ids are time-ordered (uuid6), so newest first is id order.
+langgraph_checkpoints = Table(
+    "langgraph_checkpoints",
+    metadata,
+    Column("thread_id", Text, nullable=False),
+    Column("checkpoint_ns", Text, nullable=False, server_default=""),
+    Column("checkpoint_id", Text, nullable=False),
+    Column("parent_checkpoint_id", Text),
+    Column("type", Text, nullable=False),
+    Column("checkpoint", LargeBinary, nullable=False),
+    Column("metadata", JSONB, nullable=False),
+    Column("run_id", UUID(as_uuid=True)),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    PrimaryKeyConstraint("thread_id", "checkpoint_ns", "checkpoint_id"),
+)
+
+# The pending writes of a checkpoint's tasks (what a retried step does not redo).
+langgraph_checkpoint_writes = Table(
+    "langgraph_checkpoint_writes",
+    metadata,
+    Column("thread_id", Text, nullable=False),
+    Column("checkpoint_ns", Text, nullable=False, server_default=""),
+    Column("checkpoint_id", Text, nullable=False),
+    Column("task_id", Text, nullable=False),
+    Column("idx", Integer, nullable=False),
+    Column("task_path", Text, nullable=False, server_default=""),
+    Column("channel", Text, nullable=False),
+    Column("type", Text),
+    Column("blob", LargeBinary),
+    PrimaryKeyConstraint("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"),
+)

@@ -1,0 +1,50 @@
+"""Schedules (docs/schedules.md): what they create and when."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Boolean,
+    CheckConstraint,
+    Column,
+    DateTime,
+    Float,
+    Index,
+    Integer,
+    Table,
+    Text,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB, UUID
+
+from app.db.schema.base import NOW, metadata
+
+schedules = Table(
+    "schedules",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True, server_default=text("gen_random_uuid()")),
+    Column("tenant_id", Text, nullable=False),
+    Column("cron", Text),
+    Column("every_s", Float),
+    Column("timezone", Text, nullable=False, server_default="UTC"),
+    Column("agent", Text, nullable=False),
+    Column("input_json", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("budget_json", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("priority", Integer, nullable=False, server_default="0"),
+    Column("max_attempts", Integer, nullable=False),
+    Column("thread_id", UUID(as_uuid=True)),
+    Column("webhook", JSONB),
+    Column("paused", Boolean, nullable=False, server_default=text("false")),
+    Column("next_run_at", DateTime(timezone=True), nullable=False),
+    Column("last_run_id", UUID(as_uuid=True)),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    CheckConstraint("(cron IS NULL) <> (every_s IS NULL)", name="cron_or_every"),
+    CheckConstraint("every_s IS NULL OR every_s >= 1", name="every_s"),
+)
+Index("ix_schedules_due", schedules.c.next_run_at, postgresql_where=text("NOT paused"))
+Index(
+    "ix_schedules_tenant_created",
+    schedules.c.tenant_id,
+    schedules.c.created_at.desc(),
+    schedules.c.id.desc(),
+)
