@@ -9,7 +9,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8000
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 
-.PHONY: install install-dev node-deps run test test-integration test-pgbouncer chaos bench bench-smoke scale lint clean
+.PHONY: install install-dev node-deps chat-example run test test-integration test-pgbouncer chaos bench bench-smoke scale lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,11 +34,21 @@ $(NODE_DEPS): tests/node/package.json tests/node/package-lock.json
 	cd tests/node && npm ci --no-audit --no-fund --loglevel=error
 node-deps: $(NODE_DEPS)
 
+# The chat page of examples/chat (Vite + React + `@ai-sdk/react`), built into examples/chat/dist
+# for the browser test that drives it against a live runq.
+CHAT_DIST := examples/chat/dist/index.html
+$(CHAT_DIST): examples/chat/package-lock.json examples/chat/index.html examples/chat/vite.config.js $(wildcard examples/chat/src/*)
+	cd examples/chat && npm ci --no-audit --no-fund --loglevel=error && npx vite build --logLevel error
+chat-example: $(CHAT_DIST)
+
 # `make run PORT=8080 HOST=0.0.0.0` when 8000 is taken or the API must be reachable from elsewhere.
+# `make run EXTRAS=pydantic-ai` (or `langgraph`, or both comma-separated) also installs a
+# framework adapter, for agents registered with RUNQ_AGENTS that are written with it.
 run: install
+	$(if $(EXTRAS),$(BIN)/python -m pip install -q -e '.[$(EXTRAS)]')
 	$(BIN)/runq dev --host $(HOST) --port $(PORT)
 
-test: install-dev node-deps
+test: install-dev node-deps chat-example
 	$(PYTEST) tests
 
 test-integration: install-dev
@@ -82,4 +92,4 @@ lint: install-dev
 	cd clients/python && ../../$(BIN)/mypy --strict
 
 clean:
-	rm -rf $(VENV) .runq *.egg-info
+	rm -rf $(VENV) .runq *.egg-info examples/chat/node_modules examples/chat/dist

@@ -13,18 +13,15 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
+from app.errors import Refused
+
 MIN_EVERY_S = 1.0
 MAX_EVERY_S = 366 * 86400.0
 _TICK = timedelta(microseconds=1)
 
 
-class ScheduleInvalid(Exception):
-    """A schedule's timing is not acceptable; ``code`` is the problem code the API answers with."""
-
-    def __init__(self, code: str, detail: str) -> None:
-        super().__init__(detail)
-        self.code = code
-        self.detail = detail
+class ScheduleInvalid(Refused):
+    """A schedule's timing is not acceptable."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""The run and event types shared by the API and the worker, and the queue's domain errors."""
+"""The run and event types shared by the API and the worker (their errors: app/errors.py)."""
 
 from __future__ import annotations
 
@@ -169,6 +169,7 @@ class Thread:
     last_run_id: uuid.UUID | None
     created_at: datetime
     updated_at: datetime
+    chat_id: str | None = None  # a chat frontend's own name for it (docs/threads.md)
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,9 +202,11 @@ class Claim:
 
 class ClaimBatch(list[Claim]):
     """The runs one claim leased; ``more``: runnable runs were left besides them, so a slot
-    that frees should claim again rather than wait for a wake-up."""
+    that frees should claim again rather than wait for a wake-up; ``lost``: fewer than asked
+    for, because a concurrent claim held runs this one saw, so look again at once."""
 
     more: bool = False
+    lost: bool = False
 
 
 class Ending(StrEnum):
@@ -348,55 +351,3 @@ class WorkerInfo:
             version=importlib.metadata.version("runq"),
             slots=slots,
         )
-
-
-class QueueError(Exception):
-    """Base of the queue's domain errors."""
-
-
-class RunNotFound(QueueError):
-    """No such run for this tenant."""
-
-
-class RunFinished(QueueError):
-    """The run is terminal; it cannot change any more."""
-
-
-class LeaseLost(QueueError):
-    """The claim's lease is gone: the worker must stop the run and write nothing more."""
-
-
-class NotWaiting(QueueError):
-    """The run is not waiting, or the waitpoint named is not its open one."""
-
-
-class IdempotencyConflict(QueueError):
-    """The idempotency key was used before with a different request body."""
-
-
-class NotRequeueable(QueueError):
-    """Only dead or cancelled runs can be requeued."""
-
-
-class DatabaseUnavailable(QueueError):
-    """PostgreSQL cannot be reached right now; retry later."""
-
-
-class DeliveryNotFound(QueueError):
-    """No such webhook delivery (for this tenant)."""
-
-
-class NotRedeliverable(QueueError):
-    """The delivery is still pending: it is being sent or will be, so it cannot be sent again."""
-
-
-class ScheduleNotFound(QueueError):
-    """No such schedule for this tenant."""
-
-
-class ThreadNotFound(QueueError):
-    """No such thread for this tenant."""
-
-
-class ThreadBusy(QueueError):
-    """A run of the thread is in flight and the request may not wait for it."""

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from app import tracing
-from app.redact import Redactor
+from app.guards.redact import Redactor
 
 _fields: ContextVar[dict[str, Any]] = ContextVar("runq_log_fields", default={})  # noqa: B039 - never mutated
 

@@ -15,25 +15,43 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
 from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app import heap, tracing
-from app.agents.base import load_agents
-from app.api import admin, docs, health, openapi, runs, schedules, threads, ui, webhooks
+from app.agents.inputs import InvalidInput
+from app.agents.registry import UnknownAgent, load_agents
+from app.api import (
+    admin,
+    admin_tenants,
+    agents,
+    docs,
+    health,
+    openapi,
+    runs,
+    schedules,
+    threads,
+    ui,
+    webhooks,
+)
 from app.api.deps import Runtime
 from app.api.limits import BodySizeLimit, JsonBodies
 from app.api.presence import Presence
 from app.api.problems import ApiProblem, problem_response
+from app.api.protocols import ag_ui, ai_sdk
+from app.api.quotas import limit_response
 from app.api.stream import event_hub
 from app.db.engine import asyncpg_dsn, engine_for
 from app.db.errors import CONNECTION_ERRORS, database_down
-from app.domain import (
+from app.errors import (
+    ChatIdTaken,
     DatabaseUnavailable,
     DeliveryNotFound,
     IdempotencyConflict,
+    LimitExceeded,
     NotRedeliverable,
     NotRequeueable,
     NotWaiting,
@@ -50,6 +68,10 @@ from app.settings import Settings, get_settings
 log = logging.getLogger(__name__)
 
 RETRY_AFTER_S = "2"
+# CORS (RUNQ_CORS_ORIGINS): what a frontend on another origin sends and may read. A preflight
+# must name Authorization itself: "*" does not cover it.
+CORS_REQUEST_HEADERS = ["Authorization", "Content-Type", "Last-Event-ID", "Idempotency-Key", "traceparent"]
+CORS_EXPOSED_HEADERS = ["Location", "Retry-After", "WWW-Authenticate", "RateLimit", "RateLimit-Policy"]
 PRESENCE_REFRESH_MAX_S = 5.0
 
 # Domain errors as problems: (status, code, detail).
@@ -68,6 +90,7 @@ DOMAIN_PROBLEMS: dict[type[Exception], tuple[int, str, str]] = {
     ScheduleNotFound: (404, "not_found", "no such schedule"),
     ThreadNotFound: (404, "not_found", "no such thread"),
     ThreadBusy: (409, "thread_busy", "a run of this thread is in flight"),
+    ChatIdTaken: (409, "chat_id_conflict", "another thread of this tenant has this chat_id"),
 }
 HTTP_CODES = {
     400: "malformed_json",  # FastAPI's only own 400: a body it could not parse
@@ -113,14 +136,27 @@ def create_app(settings: Settings | None = None, *, sse_ping_s: float = 10.0) ->
     )
     app.add_middleware(JsonBodies)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    if settings.cors_origins:  # outermost, so that refusals (401, 413, 429) carry it too
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+            allow_headers=CORS_REQUEST_HEADERS,
+            expose_headers=CORS_EXPOSED_HEADERS,
+            max_age=600,
+        )
     if tracing.configure("runq-api"):  # only when OTEL_* asks for traces (docs/usage.md)
         tracing.instrument_app(app)
     app.include_router(runs.router)
     app.include_router(admin.router)
+    app.include_router(admin_tenants.router)
     app.include_router(webhooks.router)
     app.include_router(webhooks.admin_router)
     app.include_router(schedules.router)
     app.include_router(threads.router)
+    app.include_router(ai_sdk.router)
+    app.include_router(ag_ui.router)
+    app.include_router(agents.router)
     app.include_router(schedules.admin_router)
     app.include_router(health.router)
     app.include_router(ui.router)
@@ -147,6 +183,20 @@ def _add_problem_handlers(app: FastAPI) -> None:
         return problem_response(
             exc.status, exc.code, exc.detail, instance=request.url.path, headers=exc.headers, **exc.extra
         )
+
+    @on(UnknownAgent)
+    async def unknown_agent(request: Request, exc: UnknownAgent) -> JSONResponse:
+        return problem_response(422, "unknown_agent", str(exc), instance=request.url.path, agents=exc.known)
+
+    @on(InvalidInput)
+    async def invalid_input(request: Request, exc: InvalidInput) -> JSONResponse:
+        # loc as in validation_error, from the body: the failing field inside `input`
+        errors = [{"loc": ["body", "input", *e["loc"]], "msg": e["msg"]} for e in exc.errors]
+        return problem_response(422, "invalid_input", str(exc), instance=request.url.path, errors=errors)
+
+    @on(LimitExceeded)
+    async def limit_problem(request: Request, exc: LimitExceeded) -> JSONResponse:
+        return limit_response(exc, instance=request.url.path)
 
     @on(*DOMAIN_PROBLEMS)
     async def domain_problem(request: Request, exc: Exception) -> JSONResponse:

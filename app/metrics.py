@@ -18,10 +18,15 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from app.domain import TERMINAL, DatabaseUnavailable, Status, Usage
+from app.domain import TERMINAL, Status, Usage
+from app.errors import DatabaseUnavailable
 from app.queue import Queue, QueueDepth
 
 log = logging.getLogger(__name__)
+
+# One batched statement of the worker's hot path (a claim, a lease renewal): well under a
+# millisecond when healthy, so the buckets start there.
+STATEMENT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
 RUNS_CREATED = Counter("runq_runs_created_total", "Runs created through the API", ["agent"])
 RUNS_CLAIMED = Counter("runq_runs_claimed_total", "Runs claimed by workers")
@@ -47,7 +52,7 @@ RESUMES = Counter(
 EVENTS_APPENDED = Counter("runq_events_appended_total", "Events stored by workers")
 CLAIM_LATENCY = Histogram(
     "runq_claim_seconds", "Duration of one claim statement",
-    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
+    buckets=STATEMENT_BUCKETS,
 )
 PICKUP_LATENCY = Histogram(
     "runq_pickup_seconds", "From available_at to the claim",
@@ -55,7 +60,7 @@ PICKUP_LATENCY = Histogram(
 )
 HEARTBEAT_DURATION = Histogram(
     "runq_heartbeat_seconds", "Duration of one batched lease renewal",
-    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
+    buckets=STATEMENT_BUCKETS,
 )
 DB_POOL_WAIT = Histogram(
     "runq_db_pool_wait_seconds", "Waits for a free pooled database connection (only checkouts that waited)",
@@ -70,6 +75,11 @@ MODEL_POOL_WAIT = Histogram(
     buckets=(0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
 SSE_SUBSCRIBERS = Gauge("runq_sse_subscribers", "Open SSE streams on this API process")
+LIMITED = Counter(
+    "runq_limited_total",
+    "Requests refused with 429 at a tenant limit (docs/limits.md): rate, pending or streams",
+    ["tenant", "limit"],
+)
 RUNS_REQUEUED = Counter("runq_runs_requeued_total", "Dead or cancelled runs requeued by an operator")
 RUNS_PURGED = Counter(
     "runq_runs_purged_total", "Finished runs (with their events) deleted by retention"

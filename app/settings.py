@@ -71,9 +71,25 @@ class Settings(BaseSettings):
     retry_max_s: Seconds = 300.0
     max_attempts: Annotated[int, Field(ge=1)] = 3
     tenant_max_inflight: Annotated[int, Field(ge=0)] = 0
+    tenant_create_per_s: Annotated[float, Field(ge=0)] = Field(
+        default=0.0, description="Runs a tenant may create per second, cluster-wide (0 = no limit)"
+    )
+    tenant_create_burst: Annotated[int | None, Field(ge=1)] = Field(
+        default=None, description="Creates a tenant may make at once; unset: twice RUNQ_TENANT_CREATE_PER_S"
+    )
+    tenant_max_pending: Annotated[int, Field(ge=0)] = Field(
+        default=0, description="Runs pending or waiting a tenant may have (0 = no limit)"
+    )
+    tenant_max_streams: Annotated[int, Field(ge=0)] = Field(
+        default=0, description="Event streams a tenant may hold open, cluster-wide (0 = no limit)"
+    )
     shutdown_grace_s: Annotated[float, Field(ge=0)] = 30.0
     max_body_bytes: Annotated[int, Field(ge=1024)] = 262_144
     stream_token_ttl_s: Seconds = 300.0
+    thread_token_ttl_s: Annotated[float, Field(gt=0, le=86400)] = 3600.0
+    cors_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="Origins a browser may call the API from (CORS); empty: none"
+    )
     secret_key: str | None = None
     priority_aging_s: Seconds = 60.0
     presence_ttl_s: Seconds = 15.0
@@ -98,6 +114,8 @@ class Settings(BaseSettings):
     openai_base_url: str = "https://api.openai.com/v1"
     openai_api_key: str | None = None
     openai_model: str = "gpt-4o-mini"
+    # The agent a chat frontend's message runs when its body names none (POST /ai-sdk/chat).
+    chat_agent: str = Field(default="openai", min_length=1)
 
     # LangGraph graphs (app/agents/langgraph/): checkpoints kept per LangGraph thread and
     # namespace, the newest first; older ones are deleted as new ones are stored.
@@ -119,7 +137,7 @@ class Settings(BaseSettings):
             return [root for root in value.split(":") if root]
         return value
 
-    @field_validator("webhook_allow_hosts", mode="before")
+    @field_validator("webhook_allow_hosts", "cors_origins", mode="before")
     @classmethod
     def _parse_hosts(cls, value: object) -> object:
         if isinstance(value, str):

@@ -28,7 +28,10 @@ from typing import Any
 from bench import (
     cost,
     create_rate,
+    frontends_ag_ui,
+    frontends_ai_sdk,
     latency,
+    limits,
     peers,
     pgbench_raw,
     report,
@@ -87,6 +90,14 @@ class Profile:
     langgraph_samples: int = 500  # checkpoint puts and gets per saver
     langgraph_graph_runs: int = 100  # 10-node graph runs per saver
     langgraph_steps: int = 1_000  # a looping graph's steps on one thread, then its rows
+    limits_seconds: float = 8.0  # per create-rate run and per quiet-tenant case
+    ai_sdk_streams: int = 20  # concurrent chat answers per round, native SSE and AI SDK in turn
+    ai_sdk_steps: int = 20  # demo steps per run (two events each)
+    ai_sdk_rounds: int = 5
+    ai_sdk_resume_events: int = 5_000  # stored events of the answer a reloaded page resumes
+    ag_ui_runs: int = 50  # finished runs replayed per round, native SSE and AG-UI in turn
+    ag_ui_steps: int = 20  # tool steps per run (a streamed prompt before them)
+    ag_ui_rounds: int = 3
 
 
 FULL = Profile()
@@ -109,6 +120,7 @@ SMOKE = Profile(
     sse_step_s=0.1,
     sse_workers=1,
     create_seconds=1.0,
+    limits_seconds=1.0,
     heartbeat_interval_s=0.2,
     heartbeat_intervals=5,
     hot_rounds=10,
@@ -130,6 +142,13 @@ SMOKE = Profile(
     langgraph_samples=10,
     langgraph_graph_runs=3,
     langgraph_steps=30,
+    ai_sdk_streams=2,
+    ai_sdk_steps=2,
+    ai_sdk_rounds=1,
+    ai_sdk_resume_events=200,
+    ag_ui_runs=3,
+    ag_ui_steps=2,
+    ag_ui_rounds=1,
 )
 
 Section = Callable[[BenchServer, Profile, dict[str, Any]], Awaitable[None]]
@@ -254,6 +273,27 @@ async def _frameworks_langgraph(server: BenchServer, p: Profile, out: dict[str, 
     )
 
 
+async def _limits(server: BenchServer, p: Profile, out: dict[str, Any]) -> None:
+    section = out.setdefault("limits", {})
+    section["throughput"] = await limits.throughput(server, seconds=p.limits_seconds)
+    section["neighbour"] = await limits.neighbour(server, seconds=p.limits_seconds)
+
+
+async def _frontends_ai_sdk(server: BenchServer, p: Profile, out: dict[str, Any]) -> None:
+    out["frontends_ai_sdk"] = await frontends_ai_sdk.compare(
+        server, streams=p.ai_sdk_streams, steps=p.ai_sdk_steps, rounds=p.ai_sdk_rounds
+    )
+    out["frontends_ai_sdk"]["resume"] = await frontends_ai_sdk.resume(
+        server, events=p.ai_sdk_resume_events, rounds=3
+    )
+
+
+async def _frontends_ag_ui(server: BenchServer, p: Profile, out: dict[str, Any]) -> None:
+    out["frontends_ag_ui"] = await frontends_ag_ui.compare(
+        server, runs=p.ag_ui_runs, steps=p.ag_ui_steps, rounds=p.ag_ui_rounds
+    )
+
+
 SECTIONS: dict[str, Section] = {
     "pgbench": _pgbench,
     "e2e": _e2e,
@@ -269,6 +309,9 @@ SECTIONS: dict[str, Section] = {
     "threads": _threads,
     "frameworks-pydantic-ai": _frameworks_pydantic_ai,
     "frameworks-langgraph": _frameworks_langgraph,
+    "limits": _limits,
+    "frontends-ai-sdk": _frontends_ai_sdk,
+    "frontends-ag-ui": _frontends_ag_ui,
 }
 
 

@@ -10,6 +10,7 @@ import asyncio
 import time
 from typing import Any
 
+from app.api.keys import create_key
 from bench.api_server import running_api
 from bench.http import connection, json_body
 from bench.procs import connect
@@ -19,13 +20,24 @@ from bench.stats import summary
 BODY = json_body({"agent": "demo", "input": {"steps": 0}})
 
 
-async def create_rate(server: BenchServer, *, clients: int = 32, seconds: float = 10.0) -> dict[str, Any]:
-    async with server.database("create") as url, running_api(url) as api:
-        headers = {**api.auth, "Content-Type": "application/json"}
+async def create_rate(
+    server: BenchServer,
+    *,
+    clients: int = 32,
+    seconds: float = 10.0,
+    settings: dict[str, str] | None = None,
+    tenants: int = 1,
+) -> dict[str, Any]:
+    """``settings``: ``RUNQ_*`` of the API process (the limits section configures tenant limits);
+    the clients take turns among ``tenants`` tenants' keys."""
+    async with server.database("create") as url, running_api(url, **(settings or {})) as api:
+        keys = [api.key] + [await create_key(url, tenant_id=f"bench-{i}") for i in range(1, tenants)]
         latencies: list[float] = []
         failures: dict[int, int] = {}
+        turn = iter(range(1 << 30))
 
         async def client(until: float, record: bool) -> None:
+            headers = {"Authorization": f"Bearer {keys[next(turn) % len(keys)]}", "Content-Type": "application/json"}
             async with connection("127.0.0.1", api.port) as conn:
                 while time.monotonic() < until:
                     started = time.perf_counter()
@@ -48,6 +60,7 @@ async def create_rate(server: BenchServer, *, clients: int = 32, seconds: float 
         raise RuntimeError(f"no POST /runs succeeded: {failures}")
     return {
         "clients": clients,
+        "tenants": tenants,
         "requests": len(latencies),
         "per_s": round(len(latencies) / elapsed, 1),
         "latency": summary(latencies),

@@ -59,14 +59,19 @@ class Connection:
         async for frame in self.frames(path, headers=headers):
             yield frame.seq, frame.received
 
-    async def frames(self, path: str, *, headers: Mapping[str, str]) -> AsyncIterator[Frame]:
-        """Every SSE frame (with an ``id``) until the server ends the stream."""
-        head = f"GET {path} HTTP/1.1\r\nHost: {self.host}\r\nAccept: text/event-stream\r\n"
+    async def frames(
+        self, path: str, *, headers: Mapping[str, str], method: str = "GET", body: bytes = b""
+    ) -> AsyncIterator[Frame]:
+        """Every SSE frame (with an ``id``) until the server ends the stream; a POST that
+        answers with a stream (the AI SDK's chat) sends ``body`` as JSON."""
+        head = f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\nAccept: text/event-stream\r\n"
+        if body:
+            head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
         head += "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-        self.writer.write(head.encode() + b"\r\n")
+        self.writer.write(head.encode() + b"\r\n" + body)
         status, fields = await self._read_head()
         if status != 200:
-            raise HttpError(f"GET {path}: {status}")
+            raise HttpError(f"{method} {path}: {status}")
         if fields.get("transfer-encoding") != "chunked":
             raise HttpError("expected a chunked event stream")
         seq, event, data = None, b"", b""

@@ -94,6 +94,21 @@ TARGETS: list[Check] = [
         "streaming.fsynced_growth",
         _le("streaming.fsynced_growth", 1.2),
     ),
+    (
+        "limits: POST /runs with every limit configured >= 0.9x none",
+        "limits.throughput.ratio",
+        _ge("limits.throughput.ratio", 0.9),
+    ),
+    (
+        "limits: quiet tenant's create p99 beside a limited noisy one <= 2x alone",
+        "limits.neighbour.limited.p99_vs_alone",
+        _le("limits.neighbour.limited.p99_vs_alone", 2.0),
+    ),
+    (
+        "limits: quiet tenant's pickup p99 beside a limited noisy one <= 2x alone",
+        "limits.neighbour.limited.pickup_p99_vs_alone",
+        _le("limits.neighbour.limited.pickup_p99_vs_alone", 2.0),
+    ),
 ]
 
 
@@ -180,6 +195,9 @@ def table(results: dict[str, Any]) -> str:
     rows += _streaming_rows(_get(r, "streaming"))
     rows += _pydantic_ai_rows(_get(r, "frameworks.pydantic_ai"))
     rows += _langgraph_rows(_get(r, "frameworks_langgraph"))
+    rows += _limits_rows(_get(r, "limits"))
+    rows += _ai_sdk_rows(_get(r, "frontends_ai_sdk"))
+    rows += _ag_ui_rows(_get(r, "frontends_ag_ui"))
     width = [max(len(row[i]) for row in rows) for i in range(4)]
     lines = []
     for row in rows:
@@ -261,3 +279,75 @@ def _langgraph_rows(section: dict[str, Any] | None) -> list[Row]:
     ))
     rows.append(("LangGraph's asyncpg saver", section["asyncpg_saver"], "", ""))
     return rows
+
+
+def _limits_rows(section: dict[str, Any] | None) -> list[Row]:
+    if not section:
+        return []
+    rows: list[Row] = [
+        ("TENANT LIMITS", "", "", ""),
+        ("POST /runs req/s, 32 clients of 8 tenants: every limit configured vs none",
+         _num(_get(section, "throughput.limited.per_s")), _num(_get(section, "throughput.none.per_s")),
+         _num(_get(section, "throughput.ratio"), "{:.2f}x")),
+        ("  the same, all 32 clients of one tenant (its creates take turns on its bucket)",
+         _num(_get(section, "throughput.one_tenant_limited.per_s")),
+         _num(_get(section, "throughput.one_tenant_none.per_s")),
+         _num(_get(section, "throughput.one_tenant_ratio"), "{:.2f}x")),
+        ("quiet tenant's create p50 / p99 ms, alone (two APIs, one worker)",
+         _p50_p99(section, "neighbour.alone.latency"), "", ""),
+        ("quiet tenant's pickup p50 / p99 ms, alone", _p50_p99(section, "neighbour.alone.pickup"), "", ""),
+    ]  # fmt: skip
+    for case, label in (("unlimited", "noisy tenant unlimited"), ("limited", "noisy tenant limited"),
+                        ("hammer", "limited, ignoring Retry-After")):  # fmt: skip
+        noisy = _get(section, f"neighbour.{case}.noisy") or {}
+        rows.append((
+            f"  beside 16 noisy clients, {label} (created {noisy.get('created', '?')}, refused {noisy.get('refused', '?')})",
+            _p50_p99(section, f"neighbour.{case}.latency"),
+            "<= 2x (p99)", _num(_get(section, f"neighbour.{case}.p99_vs_alone"), "{:.2f}x"),
+        ))
+        rows.append((
+            "    its pickup p50 / p99 ms", _p50_p99(section, f"neighbour.{case}.pickup"),
+            "<= 2x (p99)", _num(_get(section, f"neighbour.{case}.pickup_p99_vs_alone"), "{:.2f}x"),
+        ))
+    return rows
+
+
+def _p50_p99(section: dict[str, Any], path: str) -> str:
+    return f"{_num(_get(section, f'{path}.p50_ms'), '{:.1f}')} / {_num(_get(section, f'{path}.p99_ms'), '{:.1f}')}"
+
+
+def _ai_sdk_rows(section: dict[str, Any] | None) -> list[Row]:
+    """bench/frontends_ai_sdk.py: the AI SDK's chat stream against native SSE, same live runs."""
+    if not section:
+        return []
+    native, ai_sdk = section["native"], section["ai_sdk"]
+    rows: list[Row] = [
+        ("FRONTENDS: AI SDK chat stream vs native SSE (API CPU)", "AI SDK", "native", "AI SDK/native"),
+        ("CPU us per runq event", _num(ai_sdk["cpu_us_per_event"], "{:.0f}"), _num(native["cpu_us_per_event"], "{:.0f}"),
+         _num(section["ratio_per_event"], "{:.2f}x")),
+        ("CPU us per frame", _num(ai_sdk["cpu_us_per_frame"], "{:.0f}"), _num(native["cpu_us_per_frame"], "{:.0f}"),
+         _ratio(ai_sdk["cpu_us_per_frame"], native["cpu_us_per_frame"])),
+    ]
+    return rows + _ai_sdk_resume_rows(section.get("resume"))
+
+
+def _ai_sdk_resume_rows(resume: dict[str, Any] | None) -> list[Row]:
+    if not resume:
+        return []
+    ai_sdk, native = resume["ai_sdk"]["last_byte_ms"], resume["native"]["last_byte_ms"]
+    return [(f"resume of a {resume['events']:,}-event answer: ms to the last byte", _num(ai_sdk, "{:.0f}"),
+             _num(native, "{:.0f}"), _ratio(ai_sdk, native))]
+
+
+def _ag_ui_rows(section: dict[str, Any] | None) -> list[Row]:
+    """bench/frontends_ag_ui.py: AG-UI replays against native SSE, the same finished runs."""
+    if not section:
+        return []
+    native, ag_ui = section["native"], section["ag_ui"]
+    return [
+        ("FRONTENDS: AG-UI stream vs native SSE (API CPU)", "AG-UI", "native", "AG-UI/native"),
+        ("CPU us per frame", _num(ag_ui["cpu_us_per_frame"], "{:.0f}"), _num(native["cpu_us_per_frame"], "{:.0f}"),
+         _num(section["ratio_per_frame"], "{:.2f}x")),
+        ("CPU us per runq event", _num(ag_ui["cpu_us_per_event"], "{:.0f}"), _num(native["cpu_us_per_event"], "{:.0f}"),
+         _num(section["ratio_per_event"], "{:.2f}x")),
+    ]

@@ -20,8 +20,6 @@ import asyncpg
 from app.db.engine import asyncpg_dsn, create_engine
 from app.domain import Finish
 from app.queue import CLAIM_BATCH, FINISH_IF_LEASED, Ended, Queue
-from app.queue.codec import messages_params, usage_params
-from app.queue.finish import wait_params
 from bench.drain import best, timed_drain
 from bench.procs import APP_NAME, PYTHON, connect
 from bench.server import BenchServer
@@ -117,12 +115,10 @@ class PreparedStatements:
             "retry_base_s": 5.0,
             "retry_max_s": 300.0,
             "aging_s": 60.0,
+            "event_counts": [0] * len(ordered),
             "event_run_ids": [],
             "types": [],
             "datas": [],
-            **wait_params([]),
-            **messages_params([]),
-            **usage_params([]),
         }
         return len(await self._fetch("complete_many", params))
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -152,25 +151,3 @@ class Agent(Protocol):
     """An agent: ``run`` returns the output stored on the run as ``run.completed {output}``."""
 
     async def run(self, ctx: RunContext) -> Any: ...
-
-
-def load_agent(target: str) -> type[Agent]:
-    """Import ``module:Class`` as registered in ``RUNQ_AGENTS``."""
-    module_name, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module_name), attr)  # type: ignore[no-any-return]
-
-
-class AgentImportError(ImportError):
-    """A registered agent cannot be imported: the process must not start (its runs would all die)."""
-
-
-def load_agents(registry: Mapping[str, str]) -> dict[str, type[Agent]]:
-    """Import every registered agent, or raise :class:`AgentImportError` naming the first that fails."""
-    agents = {}
-    for name, target in registry.items():
-        try:
-            agents[name] = load_agent(target)
-        except Exception as exc:
-            raise AgentImportError(f"agent {name!r} ({target}) cannot be imported: {exc}") from exc
-    return agents
-

@@ -10,49 +10,36 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app.agents.base import MAX_WAIT_S, FatalError, RetryableError, RunContext, WaitTimedOut
 
 DEFAULT_WAIT_TIMEOUT_S = 3600.0
 
 
-@dataclass(frozen=True, slots=True)
-class DemoInput:
+class DemoInput(BaseModel):
+    """The demo agent's input (docs/contract.md, section 6); other fields are accepted and ignored."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
     prompt: str = ""
-    steps: int = 3
-    step_s: float = 0.2
+    steps: Annotated[int, Field(ge=0)] = 3
+    step_s: Annotated[float, Field(ge=0)] = 0.2
     fail_attempts: int = 0
     fatal: bool = False
     shell: str | None = None
     effect: str | None = None
     wait: str | None = None
-    wait_timeout_s: float = DEFAULT_WAIT_TIMEOUT_S
+    wait_timeout_s: Annotated[float, Field(ge=0, le=MAX_WAIT_S)] = DEFAULT_WAIT_TIMEOUT_S
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> DemoInput:
         try:
-            return cls(
-                prompt=str(raw.get("prompt") or ""),
-                steps=max(int(raw.get("steps", 3)), 0),
-                step_s=max(float(raw.get("step_s", 0.2)), 0.0),
-                fail_attempts=int(raw.get("fail_attempts", 0)),
-                fatal=bool(raw.get("fatal", False)),
-                shell=str(raw["shell"]) if raw.get("shell") else None,
-                effect=str(raw["effect"]) if raw.get("effect") else None,
-                wait=str(raw["wait"]) if raw.get("wait") else None,
-                wait_timeout_s=_seconds(raw.get("wait_timeout_s", DEFAULT_WAIT_TIMEOUT_S)),
-            )
-        except (TypeError, ValueError) as exc:
+            return cls.model_validate(raw)
+        except ValidationError as exc:
             raise FatalError(f"invalid demo input: {exc}", code="invalid_input") from exc
-
-
-def _seconds(value: Any) -> float:
-    seconds = float(value)
-    if not 0 <= seconds <= MAX_WAIT_S:
-        raise ValueError(f"wait_timeout_s must be between 0 and {MAX_WAIT_S:g}")
-    return seconds
 
 
 class DemoAgent:
@@ -64,6 +51,8 @@ class DemoAgent:
     adds the prompt as the user's message (with a checkpoint before the first step) and, at the
     end, as the assistant's answer; its output counts the history it saw (``thread_messages``).
     """
+
+    input_schema = DemoInput
 
     async def run(self, ctx: RunContext) -> dict[str, Any]:
         args = DemoInput.parse(ctx.input)

@@ -24,8 +24,8 @@ from typing import Any
 import aiohttp
 
 from app.agents.base import FatalError
+from app.guards.redact import redact
 from app.metrics import MODEL_POOL_WAIT
-from app.redact import redact
 
 
 class TransientModelError(Exception):

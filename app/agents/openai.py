@@ -33,7 +33,9 @@ from typing import Any
 import aiohttp
 
 from app import tracing
-from app.agents.base import MAX_WAIT_S, FatalError, RetryableError, RunContext, WaitTimedOut
+from app.agents.base import FatalError, RetryableError, RunContext, WaitTimedOut
+from app.agents.chat_input import OpenAIInput, SystemChatInput
+from app.agents.inputs import parse_input
 from app.agents.model_client import (
     TransientModelError,
     http_error,
@@ -42,7 +44,7 @@ from app.agents.model_client import (
     sse_data,
 )
 from app.agents.tools import DEFAULT_TOOLS, Tool, ToolRegistry, ToolResult, invoke
-from app.redact import redact, redact_data
+from app.guards.redact import redact, redact_data
 from app.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
@@ -102,6 +104,7 @@ class OpenAIAgent:
     backoff from ``backoff_s``, waits — ``Retry-After`` included — capped at ``max_wait_s``).
     """
 
+    input_schema = OpenAIInput  # checked when a run is created (app/agents/inputs.py)
     tools: ToolRegistry = DEFAULT_TOOLS
     retries: int = 3
     backoff_s: float = 0.5
@@ -114,9 +117,10 @@ class OpenAIAgent:
         if not self.settings.openai_api_key and OPENAI_HOST in self.settings.openai_base_url:
             # Retrying cannot conjure a key; a keyless local endpoint (Ollama, vLLM) is fine.
             raise FatalError("RUNQ_OPENAI_API_KEY is not set", code="model_not_configured")
-        base = _request_base(ctx.input, self.settings)
-        tools = self.tools.select(_names(ctx.input.get("tools", [])))
-        gated = _approve_tools(ctx.input.get("approve_tools"), ctx.input.get("approval_timeout_s"))
+        spec = parse_input(OpenAIInput, ctx.input)
+        base = _request_base(spec, self.settings)
+        tools = self.tools.select(spec.tools or ())
+        gated = _approve_tools(spec.approve_tools)
         if tools:
             base["tools"] = [tool.spec() for tool in tools.values()]
         messages = _resume(ctx.resume_state)
@@ -133,9 +137,7 @@ class OpenAIAgent:
             if not turn.calls:
                 await _remember(ctx, [{"role": "assistant", "content": turn.text}])
                 return {"text": turn.text}
-            messages.append(turn.message(turn_number))
-            await _remember(ctx, messages[-1:])
-            await ctx.checkpoint({"messages": list(messages)})
+            await _append(ctx, messages, turn.message(turn_number))
 
     async def _finish_tool_calls(
         self,
@@ -172,11 +174,7 @@ class OpenAIAgent:
                 "tool.result",
                 {"tool_call_id": call["id"], "output": result.output, "is_error": result.is_error},
             )
-            messages.append(
-                {"role": "tool", "tool_call_id": call["id"], "content": _content(result)}
-            )
-            await _remember(ctx, messages[-1:])
-            await ctx.checkpoint({"messages": list(messages)})
+            await _append(ctx, messages, {"role": "tool", "tool_call_id": call["id"], "content": _content(result)})
 
     async def _call(
         self,
@@ -293,31 +291,25 @@ def _record(ctx: RunContext, span: tracing.Span, usage: Mapping[str, Any]) -> No
     ctx.record_usage(input_tokens=input_tokens, output_tokens=output_tokens, model_calls=1)
 
 
-def _request_base(input: Mapping[str, Any], settings: Settings) -> dict[str, Any]:
-    model = input.get("model", settings.openai_model)
-    if not isinstance(model, str) or not model:
-        raise FatalError("`model` must be a non-empty string", code="invalid_input")
+def _request_base(spec: OpenAIInput, settings: Settings) -> dict[str, Any]:
     # include_usage: a last chunk (no choices) carries the turn's token counts
-    body: dict[str, Any] = {"model": model, "stream": True, "stream_options": {"include_usage": True}}
-    temperature = input.get("temperature")
-    if temperature is not None:
-        if isinstance(temperature, bool) or not isinstance(temperature, int | float):
-            raise FatalError("`temperature` must be a number", code="invalid_input")
-        body["temperature"] = temperature
+    body: dict[str, Any] = {
+        "model": spec.model or settings.openai_model,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if spec.temperature is not None:
+        body["temperature"] = spec.temperature
     return body
 
 
-def _approve_tools(value: Any, timeout_s: Any) -> frozenset[str] | None:
+def _approve_tools(value: list[str] | str | None) -> frozenset[str] | None:
     """``approve_tools``: ``None`` (no approvals), or the gated names; empty means every tool ("*")."""
-    if timeout_s is not None and (
-        isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or not 0 < timeout_s <= MAX_WAIT_S
-    ):
-        raise FatalError("`approval_timeout_s` must be a positive number of seconds", code="invalid_input")
     if value is None:
         return None
     if value == "*":
         return frozenset()
-    return frozenset(_names(value, field="approve_tools")) or None
+    return frozenset(value) or None
 
 
 def call_event(call: Mapping[str, Any]) -> dict[str, Any]:
@@ -346,45 +338,14 @@ async def approval(ctx: RunContext, call: Mapping[str, Any]) -> str | None:
     return f"denied: {note}" if isinstance(note, str) and note else "denied"
 
 
-def _names(value: Any, *, field: str = "tools") -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
-        raise FatalError(f"`{field}` must be a list of tool names", code="invalid_input")
-    return value
-
-
-def _initial_messages(input: Mapping[str, Any]) -> list[dict[str, Any]]:
-    messages = input.get("messages")
-    prompt = input.get("prompt")
-    if messages is not None:
-        if (
-            not isinstance(messages, list)
-            or not messages
-            or not all(isinstance(m, dict) for m in messages)
-        ):
-            raise FatalError(
-                "`messages` must be a non-empty list of chat messages", code="invalid_input"
-            )
-        conversation = [dict(m) for m in messages]
-    elif isinstance(prompt, str) and prompt:
-        conversation = [{"role": "user", "content": prompt}]
-    else:
-        raise FatalError("input needs `prompt` (a string) or `messages`", code="invalid_input")
-    system = input.get("system")
-    if system is not None:
-        if not isinstance(system, str):
-            raise FatalError("`system` must be a string", code="invalid_input")
-        conversation.insert(0, {"role": "system", "content": system})
-    return conversation
-
-
 def opening(
     input: Mapping[str, Any], history: Sequence[Mapping[str, Any]]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The first request's messages (system, the thread's history, the new input) and the new
     input alone, which the thread stores."""
-    opening = _initial_messages(input)
-    system = opening[:1] if input.get("system") is not None else []
-    fresh = opening[len(system) :]
+    chat = parse_input(SystemChatInput, input)
+    system = [{"role": "system", "content": chat.system}] if chat.system is not None else []
+    fresh = chat.opening_messages()
     return [*system, *(dict(m) for m in history), *fresh], fresh
 
 
@@ -393,6 +354,13 @@ async def _remember(ctx: RunContext, messages: Sequence[Mapping[str, Any]]) -> N
     is followed by one) or with the final answer's ending; a resumed attempt has them stored."""
     if ctx.thread is not None:
         await ctx.add_messages(messages)
+
+
+async def _append(ctx: RunContext, messages: list[dict[str, Any]], message: dict[str, Any]) -> None:
+    """A call's turn or a result joins the conversation, the thread, and the checkpoint."""
+    messages.append(message)
+    await _remember(ctx, [message])
+    await ctx.checkpoint({"messages": list(messages)})
 
 
 def _resume(state: Any) -> list[dict[str, Any]] | None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from app import tracing
 from app.agents.base import AgentError, FatalError, RunContext
-from app.domain import QueueError
+from app.errors import QueueError
 
 ToolFn = Callable[[RunContext, dict[str, Any]], Awaitable[Any]]
 

@@ -20,7 +20,7 @@ from app.api.admin_schemas import (
 )
 from app.api.auth import require_admin
 from app.api.deps import Runtime, RuntimeDep
-from app.api.params import RunIdPath, decode_cursor, encode_cursor
+from app.api.params import Cursor, Limit, RunIdPath, decode_cursor, keyset_cursor, page_of
 from app.api.problems import problems
 from app.api.schemas import StreamToken, StreamTokenRequest
 from app.api.tokens import stream_token
@@ -46,18 +46,15 @@ async def list_runs(
     runtime: RuntimeDep,
     status: Status | None = None,
     tenant: Annotated[str | None, Query(min_length=1, max_length=200, pattern=TENANT_PATTERN)] = None,
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    cursor: Annotated[str | None, Query(max_length=512, description="`next_cursor` of the previous page")] = None,
+    limit: Limit = 50,
+    cursor: Cursor = None,
 ) -> AdminRunPage:
     """Runs of every tenant (or of one), newest first, with their lease fields."""
     runs = await runtime.queue.list_runs(
         tenant_id=tenant, status=status, limit=limit + 1, before=decode_cursor(cursor) if cursor else None
     )
-    page = runs[:limit]
-    return AdminRunPage(
-        items=[AdminRunOut.of(r) for r in page],
-        next_cursor=encode_cursor(page[-1].created_at, page[-1].id) if len(runs) > limit else None,
-    )
+    page, next_cursor = page_of(runs, limit, keyset_cursor)
+    return AdminRunPage(items=[AdminRunOut.of(r) for r in page], next_cursor=next_cursor)
 
 
 @router.get("/runs/{run_id}", response_model=AdminRunOut, responses=problems(404, 422))

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.schemas import Integral, RunOut, UsageOut
+from app.api.schemas import Integral, RunOut, UsageOut, fields_of
 from app.queue import QueueStats, WorkerView
 
 
@@ -53,18 +53,9 @@ class WorkerOut(BaseModel):
     @classmethod
     def of(cls, worker: WorkerView) -> WorkerOut:
         beats = [lease["heartbeat_at"] for lease in worker.leases if lease["heartbeat_at"] is not None]
-        return cls(
-            worker_id=worker.worker_id,
-            leases=[LeaseOut(**(lease | {"run_id": str(lease["run_id"])})) for lease in worker.leases],
-            last_heartbeat_at=worker.last_beat_at or max(beats, default=None),
-            host=worker.host,
-            pid=worker.pid,
-            version=worker.version,
-            slots=worker.slots,
-            slots_in_use=worker.slots_in_use,
-            started_at=worker.started_at,
-            last_beat_at=worker.last_beat_at,
-        )
+        leases = [LeaseOut(**(lease | {"run_id": str(lease["run_id"])})) for lease in worker.leases]
+        last_heartbeat_at = worker.last_beat_at or max(beats, default=None)
+        return cls(**fields_of(cls, worker, leases=leases, last_heartbeat_at=last_heartbeat_at))
 
 
 class WorkerList(BaseModel):
@@ -93,17 +84,9 @@ class StatsOut(BaseModel):
 
     @classmethod
     def of(cls, stats: QueueStats) -> StatsOut:
-        return cls(
-            by_status=stats.by_status,
-            inflight_by_tenant=stats.inflight_by_tenant,
-            oldest_pending_age_s=stats.oldest_pending_age_s,
-            dead_last_hour=stats.dead_last_hour,
-            usage_last_24h={tenant: UsageOut.of(usage) for tenant, usage in stats.usage_last_24h.items()},
-            last_hour=[
-                QueueSampleOut(at=s.at, pending=s.pending, leased=s.leased, finished=s.finished)
-                for s in stats.last_hour
-            ],
-        )
+        usage = {tenant: UsageOut.of(usage) for tenant, usage in stats.usage_last_24h.items()}
+        last_hour = [QueueSampleOut(**fields_of(QueueSampleOut, sample)) for sample in stats.last_hour]
+        return cls(**fields_of(cls, stats, usage_last_24h=usage, last_hour=last_hour))
 
 
 class TenantLimitIn(BaseModel):

@@ -11,7 +11,7 @@ from sqlalchemy import text
 from app.api.deps import RuntimeDep
 from app.api.problems import problems
 from app.api.schemas import Health
-from app.domain import DatabaseUnavailable
+from app.errors import DatabaseUnavailable
 from app.metrics import QUEUE_GAUGES
 
 router = APIRouter(tags=["operations"])

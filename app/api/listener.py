@@ -18,9 +18,10 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
 
+from app.api.background import BackgroundLoop
 from app.backoff import Backoff
 from app.db.listen import listen_forever
 from app.queue import channels
@@ -54,18 +55,14 @@ class EventHub(Generic[P]):
         self._read_batch = read_batch
         self._asked: dict[Cursor, asyncio.Future[P]] = {}  # for the next read
         self._reader: asyncio.Task[None] | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._loop = BackgroundLoop(self._listen_forever, name="runq-event-hub")
         self.connected = asyncio.Event()
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self._listen_forever(), name="runq-event-hub")
+        self._loop.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._loop.stop()
 
     @contextmanager
     def subscribe(self, run_id: uuid.UUID) -> Iterator[asyncio.Event]:

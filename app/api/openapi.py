@@ -73,10 +73,10 @@ def allowed_methods(app: FastAPI, scope: Scope) -> str:
 
 def exact(document: dict[str, Any], agents: list[str]) -> dict[str, Any]:
     schemas = document.get("components", {}).get("schemas", {})
-    for name in ("CreateRun", "CreateThreadRun"):
+    for name in ("CreateRun", "CreateThreadRun", "ThreadTokenRequest", "ChatRequest"):
         agent = schemas.get(name, {}).get("properties", {}).get("agent")
-        if agent is not None and agents:
-            agent["enum"] = agents
+        if agent is not None and agents:  # an optional agent: its string branch
+            next((o for o in agent.get("anyOf", []) if o.get("type") == "string"), agent)["enum"] = agents
     schemas["ServerSentEvent"] = SSE_EVENT
     schemas["JsonValue"] = JSON_VALUE
     for path in document.get("paths", {}).values():

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Header, Query, Request, Response, status
-from sse_starlette import EventSourceResponse
 
-from app.api.auth import Resumer, StreamReader, Tenant
+from app.agents.registry import checked_agent
+from app.api.auth import Canceller, Reader, Resumer, Tenant
 from app.api.deps import Runtime, RuntimeDep
 from app.api.keys import Principal
-from app.api.params import RunIdPath, decode_cursor, encode_cursor
+from app.api.params import Cursor, Limit, RunIdPath, decode_cursor, keyset_cursor, page_of
 from app.api.problems import ApiProblem, created_responses, problems
 from app.api.schemas import (
     CancelRun,
@@ -26,11 +26,12 @@ from app.api.schemas import (
 from app.api.stream import event_stream
 from app.api.tokens import stream_token
 from app.api.webhooks import UrlGuardDep, checked_webhook
-from app.domain import NotWaiting, Status
+from app.domain import Status
+from app.errors import NotWaiting
+from app.guards.redact import redact, redact_data
+from app.guards.ssrf import UrlGuard
 from app.metrics import RESUMES, RUNS_CREATED, WAIT_SECONDS, count_ending
 from app.queue import NewRun, request_hash
-from app.redact import redact, redact_data
-from app.ssrf import UrlGuard
 from app.tracing import run_traceparent
 
 router = APIRouter(tags=["runs"])
@@ -43,7 +44,7 @@ SSE_MEDIA_TYPE = "text/event-stream"
     "/runs",
     status_code=status.HTTP_201_CREATED,
     response_model=RunOut,
-    responses=created_responses(RunOut, 400, 401, 409, 413, 422, 503),
+    responses=created_responses(RunOut, 400, 401, 409, 413, 422, 429, 503),
 )
 async def create_run(
     body: CreateRun,
@@ -79,16 +80,10 @@ async def new_run(
     *,
     traceparent: str | None = None,
 ) -> NewRun:
-    """The run a create body asks for, checked (agent, webhook URL), with its request digest
+    """The run a create body asks for, checked (agent, its input, webhook URL), with its request digest
     for idempotent repeats (the whole body: a thread run's strategy too)."""
     settings = runtime.settings
-    if body.agent not in settings.agent_registry:
-        raise ApiProblem(
-            422,
-            "unknown_agent",
-            f"no agent named {body.agent!r}",
-            agents=sorted(settings.agent_registry),
-        )
+    checked_agent(settings.agent_registry, body.agent, body.input)  # 422 before anything is stored
     webhook = await checked_webhook(body.webhook, guard)
     request: dict[str, Any] = body.model_dump(mode="json") | {
         "budget": body.budget.model_dump(exclude_none=True) if body.budget else {},
@@ -116,8 +111,8 @@ async def list_runs(
     principal: Tenant,
     runtime: RuntimeDep,
     status: Status | None = None,
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    cursor: Annotated[str | None, Query(max_length=512, description="`next_cursor` of the previous page")] = None,
+    limit: Limit = 50,
+    cursor: Cursor = None,
 ) -> RunPage:
     """The tenant's runs, newest first."""
     runs = await runtime.queue.list_runs(
@@ -126,12 +121,8 @@ async def list_runs(
         limit=limit + 1,
         before=decode_cursor(cursor) if cursor else None,
     )
-    page = runs[:limit]
-    more = len(runs) > limit
-    return RunPage(
-        items=[RunOut.of(r) for r in page],
-        next_cursor=encode_cursor(page[-1].created_at, page[-1].id) if more else None,
-    )
+    page, next_cursor = page_of(runs, limit, keyset_cursor)
+    return RunPage(items=[RunOut.of(r) for r in page], next_cursor=next_cursor)
 
 
 @router.get("/runs/{run_id}", response_model=RunOut, responses=problems(401, 404, 422, 503))
@@ -143,18 +134,21 @@ async def get_run(principal: Tenant, run_id: RunIdPath, runtime: RuntimeDep) -> 
     "/runs/{run_id}/cancel",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=RunOut,
-    responses=problems(400, 401, 404, 409, 413, 422, 503),
+    responses=problems(400, 401, 403, 404, 409, 413, 422, 503),
 )
 async def cancel_run(
-    principal: Tenant,
+    caller: Canceller,
     run_id: RunIdPath,
     runtime: RuntimeDep,
     body: Annotated[CancelRun | None, Body()] = None,
 ) -> RunOut:
-    """Stop a run: a pending one is cancelled now, a leased one once its worker notices."""
+    """Stop a run: a pending one is cancelled now, a leased one once its worker notices. Also
+    with a thread token that has the `cancel` scope, for a run of its thread."""
+    if caller.grant is not None:
+        await caller.found_run(run_id)
     run = await runtime.queue.request_cancel(
         run_id,
-        tenant_id=principal.tenant_id,
+        tenant_id=caller.tenant_id,
         reason="user",
         note=redact(body.note) if body and body.note else None,  # event data is stored redacted
     )
@@ -168,13 +162,16 @@ async def cancel_run(
     response_model=RunOut,
     responses=problems(400, 401, 403, 404, 409, 413, 422, 503),
 )
-async def resume_run(principal: Resumer, run_id: RunIdPath, runtime: RuntimeDep, body: ResumeRun) -> RunOut:
+async def resume_run(caller: Resumer, run_id: RunIdPath, runtime: RuntimeDep, body: ResumeRun) -> RunOut:
     """Resume a waiting run with a value for its open wait; it is pending at once (docs/waits.md).
-    Also with `?token=` from a stream token that has the `resume` scope."""
+    Also with `?token=` from a stream token that has the `resume` scope, or with a thread token
+    that has it, for a run of its thread."""
+    if caller.grant is not None:
+        await caller.found_run(run_id)
     try:
         resumed = await runtime.queue.resume(
             run_id,
-            tenant_id=principal.tenant_id,
+            tenant_id=caller.tenant_id,
             value=redact_data(body.value),  # event data is stored redacted
             waitpoint_id=body.waitpoint_id,
         )
@@ -191,7 +188,7 @@ def _wants_json(request: Request) -> bool:
     return "application/json" in accept and SSE_MEDIA_TYPE not in accept
 
 
-def _cursor(after: int, last_event_id: str | None) -> int:
+def event_cursor(after: int, last_event_id: str | None) -> int:
     """``Last-Event-ID`` (what a reconnecting EventSource sends) wins over ``?after=``."""
     if last_event_id is None:
         return after
@@ -210,12 +207,12 @@ def _cursor(after: int, last_event_id: str | None) -> int:
             "`Accept: application/json` a page of events",
             "content": {SSE_MEDIA_TYPE: {"schema": {"type": "string"}}},
         },
-        **problems(400, 401, 404, 422, 503),
+        **problems(400, 401, 403, 404, 422, 429, 503),
     },
 )
 async def run_events(
     request: Request,
-    principal: StreamReader,
+    caller: Reader,
     run_id: RunIdPath,
     runtime: RuntimeDep,
     after: Annotated[int, Query(ge=0, le=MAX_SEQ, description="resume after this seq")] = 0,
@@ -226,24 +223,30 @@ async def run_events(
               "(no id) that a browser EventSource can see"),
     ] = "comment",
     last_event_id: Annotated[str | None, Header(max_length=20)] = None,
-) -> EventPage | EventSourceResponse:
-    """Replay the run's events after the cursor, then follow live ones until the run ends."""
-    run = await runtime.queue.get_run(run_id, tenant_id=principal.tenant_id)
-    cursor = _cursor(after, last_event_id)
+) -> EventPage | Response:
+    """Replay the run's events after the cursor, then follow live ones until the run ends.
+    Also with a stream token of the run or a thread token of its thread (`?token=` or bearer).
+    A stream holds one of the tenant's stream slots while open (`429 too_many_streams` past
+    its `max_streams`)."""
+    run = await caller.found_run(run_id)
+    cursor = event_cursor(after, last_event_id)
     if _wants_json(request):
         # One more than asked says whether a stored event follows the page.
         events = await runtime.queue.read_events(run.id, after=cursor, limit=limit + 1)
         page = events[:limit]
         next_after = page[-1].seq if len(events) > limit else None
         return EventPage(items=[EventOut.of(e) for e in page], next_after=next_after)
-    return event_stream(
-        run,
-        after=cursor,
-        hub=runtime.hub,
-        presence=runtime.presence,
-        poll_s=runtime.settings.poll_s,
-        ping_s=runtime.sse_ping_s,
-        ping_event=keepalive == "event",
+    slot = await runtime.presence.stream_slot(run.tenant_id)
+    return slot.serving(
+        event_stream(
+            run,
+            after=cursor,
+            hub=runtime.hub,
+            presence=runtime.presence,
+            poll_s=runtime.settings.poll_s,
+            ping_s=runtime.sse_ping_s,
+            ping_event=keepalive == "event",
+        )
     )
 
 

@@ -10,17 +10,18 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query, Response, status
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from fastapi import APIRouter, Depends, Query, Response, status
+from pydantic import BaseModel, ConfigDict, Field
 
+from app.agents.registry import checked_agent
 from app.api.admin import TENANT_PATTERN
 from app.api.auth import Tenant, require_admin
 from app.api.deps import RuntimeDep
-from app.api.params import decode_cursor, encode_cursor, parse_id
+from app.api.params import Cursor, Limit, decode_cursor, keyset_cursor, page_of, parse_id, uuid_path
 from app.api.problems import ApiProblem, problems
-from app.api.schemas import Budget, FiniteSeconds, Webhook, _check_json
+from app.api.schemas import Budget, FiniteSeconds, Storable, Webhook, fields_of
 from app.api.webhooks import UrlGuardDep, checked_webhook
-from app.cron import ScheduleInvalid, Timing
+from app.cron import MAX_EVERY_S, MIN_EVERY_S, ScheduleInvalid, Timing
 from app.domain import Schedule
 
 router = APIRouter(tags=["schedules"])
@@ -36,21 +37,21 @@ class CreateSchedule(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     cron: Annotated[str, Field(min_length=1, max_length=200, examples=["0 9 * * MON-FRI"])] | None = None
-    every_s: FiniteSeconds | None = Field(default=None, description="a fixed interval, at least 1 s")
+    # The bounds are published for clients; Timing.check enforces them with its stable code
+    # (invalid_interval), which pydantic's own check would replace by validation_error.
+    every_s: FiniteSeconds | None = Field(
+        default=None,
+        description="a fixed interval, at least 1 s",
+        json_schema_extra={"minimum": MIN_EVERY_S, "maximum": MAX_EVERY_S},
+    )
     timezone: Annotated[str, Field(min_length=1, max_length=100, examples=["Europe/Berlin"])] = "UTC"
     agent: Annotated[str, Field(min_length=1, max_length=200, examples=["demo"])]
-    input: dict[str, Any] = Field(default_factory=dict)
+    input: Annotated[dict[str, Any], Storable] = Field(default_factory=dict)  # what its runs could store
     budget: Budget | None = None
     priority: Annotated[int, Field(ge=-1000, le=1000)] = 0
     max_attempts: Annotated[int, Field(ge=1, le=100)] | None = Field(default=None, description="default RUNQ_MAX_ATTEMPTS")
     thread_id: Annotated[str, Field(max_length=100)] | None = None
     webhook: Webhook | None = None
-
-    @field_validator("input")
-    @classmethod
-    def _storable(cls, value: dict[str, Any]) -> dict[str, Any]:
-        _check_json(value)  # the run body's own check: a schedule stores only what its runs could
-        return value
 
 
 class PatchSchedule(BaseModel):
@@ -80,7 +81,7 @@ class ScheduleOut(BaseModel):
 
     @classmethod
     def of(cls, schedule: Schedule) -> ScheduleOut:
-        return cls(**{name: getattr(schedule, name) for name in cls.model_fields})
+        return cls(**fields_of(cls, schedule))
 
 
 class SchedulePage(BaseModel):
@@ -89,7 +90,7 @@ class SchedulePage(BaseModel):
 
 
 async def parse_schedule_id(
-    schedule_id: Annotated[str, Path(description="The schedule's id (a UUID)", json_schema_extra={"format": "uuid"})],
+    schedule_id: Annotated[str, uuid_path("The schedule's id (a UUID)")],
 ) -> uuid.UUID:
     return parse_id(schedule_id, "schedule")
 
@@ -107,8 +108,7 @@ async def create_schedule(body: CreateSchedule, principal: Tenant, runtime: Runt
         timing = Timing(cron=body.cron, every_s=body.every_s, timezone=body.timezone).check()
     except ScheduleInvalid as exc:
         raise ApiProblem(422, exc.code, exc.detail) from exc
-    if body.agent not in settings.agent_registry:
-        raise ApiProblem(422, "unknown_agent", f"no agent named {body.agent!r}", agents=sorted(settings.agent_registry))
+    checked_agent(settings.agent_registry, body.agent, body.input)  # each of its runs gets this input
     thread_id = None
     if body.thread_id is not None:  # its runs join the thread's queue (the enqueue strategy)
         thread_id = parse_id(body.thread_id, "thread")
@@ -127,19 +127,14 @@ async def create_schedule(body: CreateSchedule, principal: Tenant, runtime: Runt
     return ScheduleOut.of(schedule)
 
 
-Limit = Annotated[int, Query(ge=1, le=200)]
-Cursor = Annotated[str | None, Query(max_length=512, description="`next_cursor` of the previous page")]
 
 
 async def _page(runtime: RuntimeDep, tenant_id: str | None, limit: int, cursor: str | None) -> SchedulePage:
     found = await runtime.queue.list_schedules(
         tenant_id=tenant_id, limit=limit + 1, before=decode_cursor(cursor) if cursor else None
     )
-    page = found[:limit]
-    return SchedulePage(
-        items=[ScheduleOut.of(s) for s in page],
-        next_cursor=encode_cursor(page[-1].created_at, page[-1].id) if len(found) > limit else None,
-    )
+    page, next_cursor = page_of(found, limit, keyset_cursor)
+    return SchedulePage(items=[ScheduleOut.of(s) for s in page], next_cursor=next_cursor)
 
 
 @router.get("/schedules", response_model=SchedulePage, responses=problems(400, 401, 422, 503))

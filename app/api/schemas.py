@@ -7,9 +7,16 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+)
 
-from app.domain import Event, Run, Status, Thread, ThreadMessage, Usage
+from app.domain import Event, Run, Status, Usage
 
 MAX_INPUT_DEPTH = 64
 FiniteSeconds = Annotated[float, Field(allow_inf_nan=False)]
@@ -71,10 +78,23 @@ JSON_VALUE = {
         {"type": "object", "additionalProperties": JSON_VALUE_REF, "propertyNames": {"pattern": NO_NUL}},
     ],
 }
-StoredValue = Annotated[Any, WithJsonSchema({"allOf": [JSON_VALUE_REF]})]  # a bare $ref would lose its description
+
+
+def _storable(value: Any) -> Any:
+    _check_json(value)
+    return value
+
+
+# The last step of every field a request stores as jsonb: ``_check_json``'s refusal, a 422
+# naming the field, instead of a 500 from PostgreSQL.
+Storable = AfterValidator(_storable)
+StoredValue = Annotated[
+    Any, WithJsonSchema({"allOf": [JSON_VALUE_REF]}), Storable  # a bare $ref would lose its description
+]
 StoredObject = Annotated[
     dict[str, Any],
     WithJsonSchema({"type": "object", "additionalProperties": JSON_VALUE_REF, "propertyNames": {"pattern": NO_NUL}}),
+    Storable,
 ]
 
 
@@ -112,7 +132,9 @@ class CreateRun(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     agent: Annotated[str, Field(min_length=1, max_length=200, examples=["demo"])]
-    input: dict[str, Any] = Field(default_factory=dict, examples=[{"prompt": "hello", "steps": 3}])
+    input: Annotated[dict[str, Any], Storable] = Field(
+        default_factory=dict, examples=[{"prompt": "hello", "steps": 3}]
+    )
     budget: Budget | None = None
     priority: Annotated[int, Field(ge=-1000, le=1000), Integral] = 0
     max_attempts: Annotated[int, Field(ge=1, le=100), Integral] | None = Field(
@@ -123,25 +145,20 @@ class CreateRun(BaseModel):
     disconnect_grace_s: Annotated[FiniteSeconds, Field(ge=0, le=7 * 86400)] = 30.0
     webhook: Webhook | None = None
 
-    @field_validator("input")
-    @classmethod
-    def _storable(cls, value: dict[str, Any]) -> dict[str, Any]:
-        _check_json(value)
-        return value
-
 
 class CancelRun(BaseModel):
     """``POST /runs/{id}/cancel``: an optional note for the ``run.cancel_requested`` event."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    note: Annotated[str, Field(max_length=2000)] | None = None
+    note: Annotated[str, Field(max_length=2000), Storable] | None = None
 
-    @field_validator("note")
-    @classmethod
-    def _storable(cls, value: str | None) -> str | None:
-        _check_json(value)
-        return value
+
+def fields_of(model: type[BaseModel], source: object, **shaped: Any) -> dict[str, Any]:
+    """The values of a response model's fields, read by name from the domain object it shows,
+    except those the API shows in a form of its own (``shaped``): a model's ``of`` names only
+    what it changes, not every field again."""
+    return {name: shaped[name] if name in shaped else getattr(source, name) for name in model.model_fields}
 
 
 class UsageOut(BaseModel):
@@ -196,8 +213,7 @@ class RunOut(BaseModel):
     @classmethod
     def of(cls, run: Run) -> Self:
         """The run's fields this model (or a subclass, as the admin's) declares."""
-        fields = {name: getattr(run, name) for name in cls.model_fields if name not in ("id", "usage")}
-        return cls(id=str(run.id), usage=UsageOut.of(run.usage), **fields)
+        return cls(**fields_of(cls, run, id=str(run.id), usage=UsageOut.of(run.usage)))
 
 
 class RunPage(BaseModel):
@@ -214,9 +230,7 @@ class EventOut(BaseModel):
 
     @classmethod
     def of(cls, event: Event) -> EventOut:
-        return cls(
-            seq=event.seq, type=event.type, data=event.data, attempt=event.attempt, created_at=event.created_at
-        )
+        return cls(**fields_of(cls, event))
 
 
 class EventPage(BaseModel):
@@ -255,100 +269,6 @@ class ResumeRun(BaseModel):
     waitpoint_id: uuid.UUID | None = Field(default=None, description="must name the open waitpoint, if given")
     value: StoredValue = Field(description="any JSON value; `ctx.wait_for` returns it", examples=[{"approved": True}])
 
-    @field_validator("value")
-    @classmethod
-    def _storable(cls, value: Any) -> Any:
-        _check_json(value)
-        return value
-
 
 class Health(BaseModel):
     status: Literal["ok"] = "ok"
-
-
-# -- threads (docs/threads.md) -----------------------------------------------------------------
-
-MAX_MESSAGE_CHARS = 100_000  # a prompt becomes a history message, sent to the model on every later run
-
-
-class CreateThread(BaseModel):
-    """``POST /threads``."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    metadata: StoredObject = Field(default_factory=dict, examples=[{"user": "u_123"}])
-
-    @field_validator("metadata")
-    @classmethod
-    def _storable(cls, value: dict[str, Any]) -> dict[str, Any]:
-        _check_json(value)
-        return value
-
-
-class CreateThreadRun(CreateRun):
-    """``POST /threads/{id}/runs``: a run body plus what it does to the runs in flight."""
-
-    multitask_strategy: Literal["enqueue", "reject", "interrupt", "rollback"] = Field(
-        default="enqueue",
-        description="enqueue: wait for its turn; reject: 409 thread_busy while a run is in flight; "
-        "interrupt: cancel the runs in flight (their messages stay); rollback: cancel them and remove their messages",
-    )
-
-
-class ThreadOut(BaseModel):
-    id: uuid.UUID
-    tenant_id: str
-    metadata: dict[str, Any]
-    status: Literal["idle", "busy"] = Field(description="busy while a run of the thread is not terminal")
-    created_at: datetime
-    updated_at: datetime
-    last_run_id: uuid.UUID | None
-    message_count: int
-
-    @classmethod
-    def of(cls, thread: Thread) -> ThreadOut:
-        return cls(
-            id=thread.id,
-            tenant_id=thread.tenant_id,
-            metadata=thread.metadata,
-            status="busy" if thread.busy else "idle",
-            created_at=thread.created_at,
-            updated_at=thread.updated_at,
-            last_run_id=thread.last_run_id,
-            message_count=thread.message_count,
-        )
-
-
-class ThreadPage(BaseModel):
-    items: list[ThreadOut]
-    next_cursor: str | None = Field(description="pass back as `?cursor=` for the next page")
-
-
-class MessageOut(BaseModel):
-    """One history message in OpenAI chat format, with its place and the run that added it."""
-
-    index: int
-    role: str
-    content: Any
-    tool_calls: list[dict[str, Any]] | None
-    tool_call_id: str | None
-    run_id: uuid.UUID | None = Field(description="the run that added it (kept after retention purged the run)")
-    created_at: datetime
-
-    @classmethod
-    def of(cls, message: ThreadMessage) -> MessageOut:
-        m = message.message
-        return cls(
-            index=message.index,
-            role=str(m.get("role")),
-            content=m.get("content"),
-            tool_calls=m.get("tool_calls"),
-            tool_call_id=m.get("tool_call_id"),
-            run_id=message.run_id,
-            created_at=message.created_at,
-        )
-
-
-class MessagePage(BaseModel):
-    items: list[MessageOut]
-    next_cursor: str | None = Field(description="pass back as `?cursor=` for the next page")

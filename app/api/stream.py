@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 
@@ -18,7 +18,8 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from app.api.listener import Cursor, EventHub
 from app.api.presence import Presence
-from app.domain import TERMINAL, DatabaseUnavailable, EventSlice, Run
+from app.domain import TERMINAL, EventSlice, Run
+from app.errors import DatabaseUnavailable
 from app.metrics import SSE_SUBSCRIBERS
 from app.queue import Queue
 
@@ -37,6 +38,7 @@ class Page:
     last_seq: int | None  # of the last frame; None when there was nothing new
     full: bool  # PAGE events: more may be waiting
     finished: bool  # the run is terminal and its last event is in this page or before
+    events: Sequence[tuple[int, str, str]]  # what the frames encode, for the protocol streams
 
 
 def encode(page: EventSlice, after: int) -> Page:
@@ -49,7 +51,7 @@ def encode(page: EventSlice, after: int) -> Page:
     # gets more (its events all committed with or before that status): either all were sent,
     # or retention dropped the rest with their day's partition just before the run's row.
     finished = page.status in TERMINAL and (sent >= page.last_event_seq or not page.events)
-    return Page(body, last_seq, len(page.events) >= PAGE, finished)
+    return Page(body, last_seq, len(page.events) >= PAGE, finished, page.events)
 
 
 def event_hub(dsn: str, queue: Queue) -> EventHub[Page | None]:
@@ -97,7 +99,16 @@ def _finished(run: Run, cursor: int) -> bool:
 async def follow(
     run: Run, *, after: int, hub: EventHub[Page | None], presence: Presence, poll_s: float
 ) -> AsyncIterator[bytes]:
-    """The frames of ``run`` after seq ``after``, until it is terminal and all are sent.
+    """The SSE frames of ``run`` after seq ``after``, until it is terminal and all are sent."""
+    async for page in follow_pages(run, after=after, hub=hub, presence=presence, poll_s=poll_s):
+        yield page.body
+
+
+async def follow_pages(
+    run: Run, *, after: int, hub: EventHub[Page | None], presence: Presence, poll_s: float
+) -> AsyncGenerator[Page]:
+    """The non-empty pages of ``run``'s events after seq ``after``, until it is terminal and all
+    are read (the protocol streams encode ``Page.events`` their own way).
 
     While open, the stream is a subscriber of the run (presence), which is what keeps an
     ``on_disconnect="cancel"`` run alive; leaving never cancels anything by itself.
@@ -118,7 +129,7 @@ async def follow(
                     if page is None:
                         return  # purged by retention while we watched
                     if page.last_seq is not None:
-                        yield page.body
+                        yield page
                         cursor = page.last_seq
                     finished = page.finished
                     if page.full or finished:

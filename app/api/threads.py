@@ -6,24 +6,26 @@ from __future__ import annotations
 import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response, status
+from fastapi import APIRouter, Body, Depends, Header, Query, Request, Response, status
 
-from app.api.auth import Tenant
+from app.api.auth import Reader, Runner, Tenant
 from app.api.deps import RuntimeDep
-from app.api.params import decode_cursor, encode_cursor, parse_id
+from app.api.params import Cursor, Limit, decode_cursor, keyset_cursor, page_of, parse_id, uuid_path
 from app.api.problems import ApiProblem, created_responses, problems
 from app.api.runs import new_run
-from app.api.schemas import (
+from app.api.schemas import RunOut, RunPage
+from app.api.thread_schemas import (
     MAX_MESSAGE_CHARS,
     CreateThread,
     CreateThreadRun,
     MessageOut,
     MessagePage,
-    RunOut,
-    RunPage,
     ThreadOut,
     ThreadPage,
+    ThreadToken,
+    ThreadTokenRequest,
 )
+from app.api.tokens import issue_thread_token
 from app.api.webhooks import UrlGuardDep
 from app.domain import Status, Strategy
 from app.metrics import RUNS_CREATED, count_ending
@@ -32,8 +34,6 @@ from app.tracing import run_traceparent
 
 router = APIRouter(tags=["threads"])
 
-Limit = Annotated[int, Query(ge=1, le=200)]
-Cursor = Annotated[str | None, Query(max_length=512, description="`next_cursor` of the previous page")]
 IdempotencyKey = Annotated[
     str | None,
     Header(min_length=1, max_length=255, description="Repeats with the same key return the same object"),
@@ -41,14 +41,7 @@ IdempotencyKey = Annotated[
 
 
 async def parse_thread_id(
-    thread_id: Annotated[
-        str,
-        Path(
-            description="The thread's id (a UUID)",
-            examples=["5d1e0c7a-3f4b-4c2a-9e8d-1a2b3c4d5e6f"],
-            json_schema_extra={"format": "uuid"},
-        ),
-    ],
+    thread_id: Annotated[str, uuid_path("The thread's id (a UUID)", "5d1e0c7a-3f4b-4c2a-9e8d-1a2b3c4d5e6f")],
 ) -> uuid.UUID:
     return parse_id(thread_id, "thread")
 
@@ -69,13 +62,15 @@ async def create_thread(
     body: CreateThread | None = None,
     idempotency_key: IdempotencyKey = None,
 ) -> ThreadOut:
-    """A new, empty conversation."""
+    """A new, empty conversation; 409 `chat_id_conflict` when another thread has its `chat_id`."""
     body = body or CreateThread()
     thread, created = await runtime.queue.create_thread(
         tenant_id=principal.tenant_id,
         metadata=body.metadata,
+        chat_id=body.chat_id,
         idempotency_key=idempotency_key,
-        request_digest=request_hash(body.model_dump(mode="json")) if idempotency_key else None,
+        # without unset fields, so a repeat of a request from before chat ids has the same digest
+        request_digest=request_hash(body.model_dump(mode="json", exclude_none=True)) if idempotency_key else None,
     )
     if not created:
         response.status_code = status.HTTP_200_OK
@@ -88,16 +83,14 @@ async def list_threads(principal: Tenant, runtime: RuntimeDep, limit: Limit = 50
     found = await runtime.queue.list_threads(
         tenant_id=principal.tenant_id, limit=limit + 1, before=decode_cursor(cursor) if cursor else None
     )
-    page = found[:limit]
-    return ThreadPage(
-        items=[ThreadOut.of(t) for t in page],
-        next_cursor=encode_cursor(page[-1].created_at, page[-1].id) if len(found) > limit else None,
-    )
+    page, next_cursor = page_of(found, limit, keyset_cursor)
+    return ThreadPage(items=[ThreadOut.of(t) for t in page], next_cursor=next_cursor)
 
 
-@router.get("/threads/{thread_id}", response_model=ThreadOut, responses=problems(401, 404, 422, 503))
-async def get_thread(principal: Tenant, thread_id: ThreadIdPath, runtime: RuntimeDep) -> ThreadOut:
-    return ThreadOut.of(await runtime.queue.get_thread(thread_id, tenant_id=principal.tenant_id))
+@router.get("/threads/{thread_id}", response_model=ThreadOut, responses=problems(401, 403, 404, 422, 503))
+async def get_thread(caller: Reader, thread_id: ThreadIdPath) -> ThreadOut:
+    """The thread; also with a thread token of it (`read`)."""
+    return ThreadOut.of(await caller.thread())
 
 
 def _position(cursor: str | None) -> int | None:
@@ -111,10 +104,10 @@ def _position(cursor: str | None) -> int | None:
 
 
 @router.get(
-    "/threads/{thread_id}/messages", response_model=MessagePage, responses=problems(400, 401, 404, 422, 503)
+    "/threads/{thread_id}/messages", response_model=MessagePage, responses=problems(400, 401, 403, 404, 422, 503)
 )
 async def thread_messages(
-    principal: Tenant,
+    caller: Reader,
     thread_id: ThreadIdPath,
     runtime: RuntimeDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
@@ -122,18 +115,17 @@ async def thread_messages(
 ) -> MessagePage:
     """The conversation, oldest first; ``index`` counts from 0 without gaps."""
     found = await runtime.queue.thread_messages(
-        thread_id, tenant_id=principal.tenant_id, after=_position(cursor) or -1, limit=limit + 1
+        thread_id, tenant_id=caller.tenant_id, after=_position(cursor) or -1, limit=limit + 1
     )
-    page = found[:limit]
-    return MessagePage(
-        items=[MessageOut.of(m) for m in page],
-        next_cursor=str(page[-1].index) if len(found) > limit else None,
-    )
+    page, next_cursor = page_of(found, limit, lambda m: str(m.index))
+    return MessagePage(items=[MessageOut.of(m) for m in page], next_cursor=next_cursor)
 
 
-@router.get("/threads/{thread_id}/runs", response_model=RunPage, responses=problems(400, 401, 404, 422, 503))
+@router.get(
+    "/threads/{thread_id}/runs", response_model=RunPage, responses=problems(400, 401, 403, 404, 422, 503)
+)
 async def thread_runs(
-    principal: Tenant,
+    caller: Reader,
     thread_id: ThreadIdPath,
     runtime: RuntimeDep,
     status: Status | None = None,
@@ -142,16 +134,13 @@ async def thread_runs(
 ) -> RunPage:
     """The thread's runs, newest (latest turn) first."""
     found = await runtime.queue.list_thread_runs(
-        thread_id, tenant_id=principal.tenant_id, status=status, limit=limit + 1, before_turn=_position(cursor)
+        thread_id, tenant_id=caller.tenant_id, status=status, limit=limit + 1, before_turn=_position(cursor)
     )
-    page = found[:limit]
-    return RunPage(
-        items=[RunOut.of(run) for _, run in page],
-        next_cursor=str(page[-1][0]) if len(found) > limit else None,
-    )
+    page, next_cursor = page_of(found, limit, lambda turn_run: str(turn_run[0]))
+    return RunPage(items=[RunOut.of(run) for _, run in page], next_cursor=next_cursor)
 
 
-def _check_message_sizes(body: CreateThreadRun) -> None:
+def check_message_sizes(body: CreateThreadRun) -> None:
     """The new input becomes history that every later run of the thread sends again: a prompt
     or message over ``MAX_MESSAGE_CHARS`` is refused here rather than stored."""
     texts = [body.input.get("prompt")]
@@ -169,12 +158,12 @@ def _check_message_sizes(body: CreateThreadRun) -> None:
     "/threads/{thread_id}/runs",
     status_code=status.HTTP_201_CREATED,
     response_model=RunOut,
-    responses=created_responses(RunOut, 400, 401, 404, 409, 413, 422, 503),
+    responses=created_responses(RunOut, 400, 401, 403, 404, 409, 413, 422, 429, 503),
 )
 async def create_thread_run(
     body: CreateThreadRun,
     http_request: Request,
-    principal: Tenant,
+    caller: Runner,
     thread_id: ThreadIdPath,
     runtime: RuntimeDep,
     response: Response,
@@ -183,10 +172,12 @@ async def create_thread_run(
 ) -> RunOut:
     """The conversation's next run. It starts once every earlier run of the thread has ended;
     ``multitask_strategy`` says what happens to those still in flight (409 ``thread_busy`` for
-    ``reject``)."""
-    _check_message_sizes(body)
+    ``reject``). Also with a thread token of it (`run`), which may not set `budget`,
+    `priority`, `max_attempts`, `delay_s` or `webhook` (403 `field_not_allowed`)."""
+    body = caller.run_body(body)
+    check_message_sizes(body)
     new = await new_run(
-        body, principal, runtime, guard, idempotency_key,
+        body, caller.principal, runtime, guard, idempotency_key,
         traceparent=run_traceparent(http_request.headers.get("traceparent")),
     )
     run, created, cancelled = await runtime.queue.enqueue_in_thread(
@@ -211,3 +202,35 @@ async def delete_thread(principal: Tenant, thread_id: ThreadIdPath, runtime: Run
     """Delete the thread with its messages and runs; 409 ``thread_busy`` while a run of it is in flight."""
     await runtime.queue.delete_thread(thread_id, tenant_id=principal.tenant_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post(
+    "/threads/{thread_id}/token", response_model=ThreadToken, responses=problems(400, 401, 404, 413, 422, 503)
+)
+async def create_thread_token(
+    principal: Tenant,
+    thread_id: ThreadIdPath,
+    runtime: RuntimeDep,
+    body: Annotated[ThreadTokenRequest | None, Body()] = None,
+) -> ThreadToken:
+    """A token for a browser (docs/threads.md, "Browser tokens"): this thread and its runs only,
+    with the scopes asked for (all four by default), bound to an agent and input fields if
+    given. It goes as `Authorization: Bearer` or `?token=`."""
+    body = body or ThreadTokenRequest()
+    settings = runtime.settings
+    if body.agent is not None and body.agent not in settings.agent_registry:
+        raise ApiProblem(422, "unknown_agent", f"no agent named {body.agent!r}", agents=sorted(settings.agent_registry))
+    thread = await runtime.queue.get_thread(thread_id, tenant_id=principal.tenant_id)
+    scopes = sorted(set(body.scopes))
+    token, expires_at = issue_thread_token(
+        settings.secret_key or "",
+        tenant_id=thread.tenant_id,
+        thread_id=thread.id,
+        scopes=scopes,
+        ttl_s=body.ttl_s or settings.thread_token_ttl_s,
+        agent=body.agent,
+        input=body.input,
+    )
+    return ThreadToken(
+        token=token, expires_at=expires_at, thread_id=thread.id, scopes=scopes, agent=body.agent, input=body.input
+    )

@@ -11,18 +11,27 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
 from app.api.admin import TENANT_PATTERN
 from app.api.auth import Tenant, require_admin
 from app.api.deps import RuntimeDep
-from app.api.params import RunIdPath, decode_cursor, encode_cursor, parse_id
+from app.api.params import (
+    Cursor,
+    Limit,
+    RunIdPath,
+    decode_cursor,
+    keyset_cursor,
+    page_of,
+    parse_id,
+    uuid_path,
+)
 from app.api.problems import ApiProblem, problems
-from app.api.schemas import Webhook
+from app.api.schemas import Webhook, fields_of
 from app.domain import Delivery
-from app.signing import SecretUnreadable, TenantSecrets
-from app.ssrf import UrlGuard, UrlRefused
+from app.guards.signing import SecretUnreadable, TenantSecrets
+from app.guards.ssrf import UrlGuard, UrlRefused
 
 router = APIRouter(tags=["webhooks"])
 admin_router = APIRouter(
@@ -76,7 +85,7 @@ class DeliveryOut(BaseModel):
 
     @classmethod
     def of(cls, delivery: Delivery) -> DeliveryOut:
-        return cls(**{name: getattr(delivery, name) for name in cls.model_fields})
+        return cls(**fields_of(cls, delivery))
 
 
 class DeliveryPage(BaseModel):
@@ -85,12 +94,8 @@ class DeliveryPage(BaseModel):
 
 
 def _page(deliveries: list[Delivery], limit: int) -> DeliveryPage:
-    page = deliveries[:limit]
-    more = len(deliveries) > limit
-    return DeliveryPage(
-        items=[DeliveryOut.of(d) for d in page],
-        next_cursor=encode_cursor(page[-1].created_at, page[-1].id) if more else None,
-    )
+    page, next_cursor = page_of(deliveries, limit, keyset_cursor)
+    return DeliveryPage(items=[DeliveryOut.of(d) for d in page], next_cursor=next_cursor)
 
 
 def _secrets(runtime: RuntimeDep) -> TenantSecrets:
@@ -119,8 +124,6 @@ async def rotate_secret(principal: Tenant, runtime: RuntimeDep) -> SecretOut:
     return SecretOut(secret=await _secrets(runtime).rotate(principal.tenant_id))
 
 
-Limit = Annotated[int, Query(ge=1, le=200)]
-Cursor = Annotated[str | None, Query(max_length=512, description="`next_cursor` of the previous page")]
 
 
 @router.get("/runs/{run_id}/webhooks", response_model=DeliveryPage, responses=problems(400, 401, 404, 422, 503))
@@ -157,9 +160,7 @@ async def list_deliveries(
 
 
 async def parse_delivery_id(
-    delivery_id: Annotated[
-        str, Path(description="The delivery's id, its `webhook-id` (a UUID)", json_schema_extra={"format": "uuid"})
-    ],
+    delivery_id: Annotated[str, uuid_path("The delivery's id, its `webhook-id` (a UUID)")],
 ) -> uuid.UUID:
     return parse_id(delivery_id, "delivery")
 

@@ -21,7 +21,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import AsyncAdaptedQueuePool, ConnectionPoolEntry
 
-from app.domain import DatabaseUnavailable
+from app.errors import DatabaseUnavailable
 from app.metrics import DB_POOL_TIMEOUTS, DB_POOL_WAIT
 from app.settings import Settings, get_settings
 

@@ -2,7 +2,7 @@
 
 A database that is down, restarting or refusing connections must look the same to every
 caller, whichever driver layer noticed it (SQLAlchemy's pool, the asyncpg dialect, a raw
-asyncpg LISTEN session): :class:`~app.domain.DatabaseUnavailable`, retried later by the
+asyncpg LISTEN session): :class:`~app.errors.DatabaseUnavailable`, retried later by the
 worker and answered 503 by the API. Everything else is a bug and stays what it is.
 """
 
@@ -14,7 +14,7 @@ from contextlib import contextmanager
 import asyncpg
 from sqlalchemy import exc as sa_exc
 
-from app.domain import DatabaseUnavailable
+from app.errors import DatabaseUnavailable
 
 # Raised when the server cannot be reached or went away, whatever the statement.
 CONNECTION_ERRORS: tuple[type[Exception], ...] = (

@@ -14,7 +14,7 @@ Modules by concern: :mod:`~app.queue.runs` (create, read, stop), :mod:`~app.queu
 outbox and signing secrets), :mod:`~app.queue.schedules` (schedules and their slots), :mod:`~app.queue.workers` (the
 worker registry), :mod:`~app.queue.threads` (conversations and their multitask strategies),
 :mod:`~app.queue.waits` (resuming waiting runs), :mod:`~app.queue.graph_checkpoints` (LangGraph's
-checkpoints, for the saver of ``app/agents/langgraph``).
+checkpoints, for the saver of ``app/agents/langgraph``), :mod:`~app.queue.limits` (tenant limits).
 """
 
 from __future__ import annotations
@@ -33,11 +33,13 @@ from app.queue.codec import NewEvents, NewMessages, request_hash
 from app.queue.events import Appended, Events
 from app.queue.finish import FINISH_IF_LEASED, Ended, Endings
 from app.queue.graph_checkpoints import Fence, GraphCheckpoints
+from app.queue.limits import LIMIT_NAMES, Limits, TenantUse
 from app.queue.maintenance import Maintenance
 from app.queue.ops import QUEUE_DEPTH, Ops, QueueDepth, QueueSample, QueueStats
 from app.queue.partitions import EventPartition, History
 from app.queue.runs import NewRun, Runs
 from app.queue.schedules import Schedules
+from app.queue.store import LimitDefaults
 from app.queue.threads import Threads
 from app.queue.waits import Recorded, Resumed, Waits
 from app.queue.webhooks import DeliveryJob, Webhooks
@@ -52,6 +54,7 @@ __all__ = [
     "CLAIM_BATCH_CAPPED",
     "EVENTS_CHANNEL",
     "FINISH_IF_LEASED",
+    "LIMIT_NAMES",
     "QUEUE_DEPTH",
     "RUNS_CHANNEL",
     "WEBHOOKS_CHANNEL",
@@ -61,6 +64,7 @@ __all__ = [
     "EventPartition",
     "Fence",
     "GraphCheckpoints",
+    "LimitDefaults",
     "NewEvents",
     "NewMessages",
     "NewRun",
@@ -70,13 +74,16 @@ __all__ = [
     "QueueStats",
     "Recorded",
     "Resumed",
+    "TenantUse",
     "WorkerView",
     "database_down",
     "request_hash",
 ]
 
 
-class Queue(Threads, Runs, Claims, Events, Endings, Maintenance, History, Waits, Ops, Webhooks, Schedules, Workers):
+class Queue(
+    Threads, Runs, Claims, Events, Endings, Maintenance, History, Waits, Ops, Webhooks, Schedules, Workers, Limits
+):
     """The queue's operations; each method is one short transaction on its own connection."""
 
     @classmethod
@@ -90,4 +97,11 @@ class Queue(Threads, Runs, Claims, Events, Endings, Maintenance, History, Waits,
             priority_aging_s=settings.priority_aging_s,
             tenant_max_inflight=settings.tenant_max_inflight,
             presence_ttl_s=settings.presence_ttl_s,
+            limits=LimitDefaults(
+                create_per_s=settings.tenant_create_per_s,
+                create_burst=settings.tenant_create_burst,
+                max_pending=settings.tenant_max_pending,
+                max_streams=settings.tenant_max_streams,
+                max_inflight=settings.tenant_max_inflight,
+            ),
         )

@@ -53,13 +53,18 @@ class Claims(Store):
         else:
             async with self._statement() as conn:
                 rows += (await conn.execute(CLAIM_BATCH, params)).all()
+        outlook = rows[0]._mapping if rows else {}
         # queue order, whichever join order the plan of the statement's result took
-        rows.sort(key=lambda r: (r._mapping["queue_rank"], r._mapping["created_at"]))
+        claimed = sorted(
+            (r for r in rows if r._mapping["id"] is not None),
+            key=lambda r: (r._mapping["queue_rank"], r._mapping["created_at"]),
+        )
         batch = ClaimBatch(
             Claim(run=Run.from_row(r), lease_id=r._mapping["lease_id"], resume_state=r._mapping["resume_state"])
-            for r in rows
+            for r in claimed
         )
-        batch.more = bool(rows) and rows[-1]._mapping["more"]
+        batch.more = bool(claimed) and outlook["more"]
+        batch.lost = bool(outlook.get("lost"))
         return batch
 
     async def _caps_apply(self) -> bool:

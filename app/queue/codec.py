@@ -1,4 +1,4 @@
-"""Values into and out of the queue's statements: JSON PostgreSQL can store, rows as events.
+"""Values into and out of the queue's statements: JSON PostgreSQL can store, rows as events, list pages.
 
 Values go in as JSON text (:func:`dumps`) and come out decoded: the driver decodes jsonb, so a
 jsonb column is read as it is (decoding it again would turn the string ``"123"`` into 123).
@@ -12,12 +12,17 @@ import math
 import re
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from app.domain import Delivery, Event, Schedule, Thread, ThreadMessage, Usage
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 NewEvents = Sequence[tuple[str, Mapping[str, Any]]]
 NewMessages = Sequence[Mapping[str, Any]]  # thread messages in OpenAI chat format
+T = TypeVar("T", bound="DataclassInstance")
 
 # PostgreSQL's jsonb and text refuse NUL and unpaired surrogates, and a model or a tool can hand
 # an agent either (half of a pair split across two streamed chunks): stored as U+FFFD instead,
@@ -82,55 +87,48 @@ def usage_params(items: Sequence[_WithUsage]) -> dict[str, list[Any]]:
     return {"usage_run_ids": [run_id for run_id, _ in used], "usages": [dumps(u.as_dict()) for _, u in used]}
 
 
+# Before every row: the first page of a newest-first list.
+_BEFORE_ALL = (datetime.max.replace(tzinfo=UTC), uuid.UUID(int=(1 << 128) - 1))
+
+
+def page_params(before: tuple[datetime, uuid.UUID] | None, limit: int) -> dict[str, Any]:
+    """``:before_at``, ``:before_id`` and ``:limit`` of a newest-first list page (runs, threads,
+    schedules, deliveries); ``before`` is the keyset cursor ``(created_at, id)`` of the last row
+    seen, ``None`` for the first page."""
+    before_at, before_id = before or _BEFORE_ALL
+    return {"before_at": before_at, "before_id": before_id, "limit": limit}
+
+
 def request_hash(body: Mapping[str, Any]) -> str:
     """Stable digest of a create request, to tell an idempotent repeat from a conflicting one."""
     return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def event_from_row(row: Any) -> Event:
-    return Event(seq=row.seq, type=row.type, data=row.data, attempt=row.attempt, created_at=row.created_at)
+def event_from_row(row: Any, *, prefix: str = "") -> Event:
+    """An event from a row of ``run_events``, or from a row that carries one beside another
+    table's columns as ``event_seq``, ``event_type``, ... (``prefix="event_"``)."""
+    m = row._mapping
+    return Event(*(m[prefix + name] for name in Event.__dataclass_fields__))
+
+
+def _dataclass_from_row(cls: type[T], row: Any, **read_otherwise: Any) -> T:
+    """A domain dataclass from a row whose columns carry its field names, but for the fields
+    ``read_otherwise`` gives (a column of another name, a value converted)."""
+    m = row._mapping
+    named = {name: m[name] for name in cls.__dataclass_fields__ if name not in read_otherwise}
+    return cls(**named, **read_otherwise)
 
 
 def delivery_from_row(row: Any) -> Delivery:
-    m = row._mapping
-    return Delivery(**{name: m[name] for name in Delivery.__dataclass_fields__})
+    return _dataclass_from_row(Delivery, row)
 
 
 def schedule_from_row(row: Any) -> Schedule:
-    m = row._mapping
-    return Schedule(
-        id=m["id"],
-        tenant_id=m["tenant_id"],
-        cron=m["cron"],
-        every_s=m["every_s"],
-        timezone=m["timezone"],
-        agent=m["agent"],
-        input=m["input_json"],
-        budget=m["budget_json"],
-        priority=m["priority"],
-        max_attempts=m["max_attempts"],
-        thread_id=m["thread_id"],
-        webhook=m["webhook"],
-        paused=m["paused"],
-        next_run_at=m["next_run_at"],
-        last_run_id=m["last_run_id"],
-        created_at=m["created_at"],
-        updated_at=m["updated_at"],
-    )
+    return _dataclass_from_row(Schedule, row, input=row.input_json, budget=row.budget_json)
 
 
 def thread_from_row(row: Any) -> Thread:
-    m = row._mapping
-    return Thread(
-        id=m["id"],
-        tenant_id=m["tenant_id"],
-        metadata=m["metadata"],
-        busy=bool(m["busy"]),
-        message_count=m["message_count"],
-        last_run_id=m["last_run_id"],
-        created_at=m["created_at"],
-        updated_at=m["updated_at"],
-    )
+    return _dataclass_from_row(Thread, row, busy=bool(row.busy))
 
 
 def message_from_row(row: Any) -> ThreadMessage:

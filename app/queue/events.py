@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.domain import Event, EventSlice, LeaseLost, Status, Usage
+from app.domain import Event, EventSlice, Status, Usage
+from app.errors import LeaseLost
 from app.queue.codec import (
     NewEvents,
     NewMessages,
@@ -22,6 +23,8 @@ from app.queue.statements import statement
 from app.queue.store import Store
 
 APPEND_EVENTS_IF_LEASED = statement("append_events_if_leased")
+# For a batch with a thread message or usage: what only such runs pay for.
+APPEND_EVENTS_IF_LEASED_WITH_EXTRAS = statement("append_events_if_leased_with_extras")
 READ_EVENTS = statement("read_events")
 READ_EVENT_PAGES = statement("read_event_pages")
 GET_EFFECT = statement("get_effect")
@@ -54,17 +57,20 @@ class Events(Store):
         if not appended:
             return {}
         ordered = sorted(appended, key=lambda a: a.run_id)
-        params = {
+        params: dict[str, Any] = {
             "run_ids": [a.run_id for a in ordered],
             "lease_ids": [a.lease_id for a in ordered],
             "states": [None if a.state is None else dumps(a.state) for a in ordered],
+            "event_counts": [len(a.events) for a in ordered],
             "event_run_ids": [a.run_id for a in ordered for _ in a.events],
             **events_params([event for a in ordered for event in a.events]),
-            **messages_params([(a.run_id, a.messages) for a in ordered]),
-            **usage_params(ordered),
         }
+        extras = {**messages_params([(a.run_id, a.messages) for a in ordered]), **usage_params(ordered)}
+        chosen = APPEND_EVENTS_IF_LEASED
+        if any(extras.values()):
+            chosen, params = APPEND_EVENTS_IF_LEASED_WITH_EXTRAS, params | extras
         async with self._statement() as conn:
-            rows = (await conn.execute(APPEND_EVENTS_IF_LEASED, params)).all()
+            rows = (await conn.execute(chosen, params)).all()
         return {row.id: row.last_event_seq for row in rows}
 
     async def append_events(

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.domain import Ending, Finish, Finished, LeaseLost, Usage
+from app.domain import Ending, Finish, Finished, Usage
+from app.errors import LeaseLost
 from app.queue.codec import (
     NewEvents,
     NewMessages,
@@ -21,6 +22,8 @@ from app.queue.statements import statement
 from app.queue.store import Store
 
 FINISH_IF_LEASED = statement("finish_if_leased")
+# For a batch with a wait, a thread message or usage: what only such runs pay for.
+FINISH_IF_LEASED_WITH_EXTRAS = statement("finish_if_leased_with_extras")
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,25 +48,31 @@ class Endings(Store):
         if not ended:
             return {}
         ordered = sorted(ended, key=lambda e: e.run_id)  # a fixed lock order, as in renew_leases
-        params = {
+        params: dict[str, Any] = {
             "run_ids": [e.run_id for e in ordered],
             "lease_ids": [e.lease_id for e in ordered],
             "endings": [e.finish.ending.value for e in ordered],
             "outputs": [None if e.finish.ending is not Ending.DONE else dumps(e.finish.output) for e in ordered],
             "error_codes": [e.finish.error_code for e in ordered],
             "error_messages": [_message(e.finish) for e in ordered],
+            "event_counts": [len(e.events) for e in ordered],
             "event_run_ids": [e.run_id for e in ordered for _ in e.events],
             "types": [t for e in ordered for t, _ in e.events],
             "datas": [dumps(d) for e in ordered for _, d in e.events],
-            **wait_params(ordered),
-            **messages_params([(e.run_id, e.messages) for e in ordered]),
-            **usage_params(ordered),
             "retry_base_s": self.retry_base_s,
             "retry_max_s": self.retry_max_s,
             "aging_s": self.aging_s,
         }
+        extras = {
+            **wait_params(ordered),
+            **messages_params([(e.run_id, e.messages) for e in ordered]),
+            **usage_params(ordered),
+        }
+        chosen = FINISH_IF_LEASED
+        if any(extras.values()):
+            chosen, params = FINISH_IF_LEASED_WITH_EXTRAS, params | extras
         async with self._statement() as conn:
-            rows = (await conn.execute(FINISH_IF_LEASED, params)).all()
+            rows = (await conn.execute(chosen, params)).all()
         return {row.id: Finished.from_row(row) for row in rows}
 
     async def finish(

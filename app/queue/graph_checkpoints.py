@@ -4,7 +4,7 @@ Values arrive already encoded (LangGraph's serializer is the saver's business, i
 ``app/agents/langgraph/saver.py``), so this module imports nothing of LangGraph: it is part
 of the queue's SQL layer whether the extra is installed or not. A write made for a runq
 attempt carries a :class:`Fence` and changes nothing once its lease is lost
-(:class:`~app.domain.LeaseLost`).
+(:class:`~app.errors.LeaseLost`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.domain import LeaseLost
+from app.errors import LeaseLost
 from app.queue.statements import statement
 from app.queue.store import Store
 

@@ -6,7 +6,8 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from app.domain import NotRequeueable, Run, RunNotFound, Status, Usage
+from app.domain import Run, Status, Usage
+from app.errors import NotRequeueable, RunNotFound
 from app.queue.codec import events_params
 from app.queue.runs import GET_RUN
 from app.queue.statements import statement

@@ -6,15 +6,16 @@ import logging
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.errors import database_down
-from app.domain import IdempotencyConflict, Run, RunFinished, RunNotFound, Status
-from app.queue.codec import dumps, events_params
+from app.domain import Run, Status
+from app.errors import IdempotencyConflict, LimitExceeded, RunFinished, RunNotFound
+from app.queue.codec import dumps, events_params, page_params
 from app.queue.statements import statement
 from app.queue.store import Store
 
@@ -34,7 +35,6 @@ ANALYZE_RUNS = statement("analyze_runs")
 ANALYZE_LOCK_TIMEOUT = statement("analyze_lock_timeout")
 BULK_ANALYZE_MIN_RUNS = 1000
 
-_INFINITY = datetime.max.replace(tzinfo=UTC)
 
 
 async def _analyze_runs(conn: AsyncConnection) -> None:
@@ -113,7 +113,12 @@ class Runs(Store):
     async def _insert_run(
         self, conn: AsyncConnection, new: NewRun, *, thread_id: uuid.UUID | None = None, thread_turn: int | None = None
     ) -> tuple[Run, bool]:
-        """The ``enqueue`` statement on ``conn``; in a thread, the caller holds the thread's row lock."""
+        """The ``enqueue`` statement on ``conn``; in a thread, the caller holds the thread's row lock.
+        A tenant over its create rate or ``max_pending`` gets :class:`LimitExceeded`, and nothing is stored;
+        until its wait is over, at once (a repeat with an idempotency key asks the database: it
+        may name a run already created)."""
+        if new.idempotency_key is None:
+            self.refusals.check(new.tenant_id, "create")
         params = {
             "tenant_id": new.tenant_id,
             "agent": new.agent,
@@ -131,9 +136,23 @@ class Runs(Store):
             "thread_id": thread_id,
             "thread_turn": thread_turn,
             "traceparent": new.traceparent,
+            "limit_per_s": self.limits.create_per_s,
+            "limit_burst": self.limits.create_burst,
+            "limit_max_pending": self.limits.max_pending,
         }
-        row = (await conn.execute(ENQUEUE, params)).first()
-        if row is not None:
+        row = (await conn.execute(ENQUEUE, params)).one()
+        if row.limit_refused is not None:
+            raise self.refusals.remember(
+                "create",
+                LimitExceeded(
+                    tenant_id=new.tenant_id,
+                    limit="rate" if row.limit_refused == "rate_limited" else "pending",
+                    quota=row.limit_quota,
+                    retry_after_s=row.limit_retry_after_s,
+                    window_s=row.limit_window_s,
+                ),
+            )
+        if row.id is not None:
             return Run.from_row(row), True
         # ON CONFLICT waited for the first inserter to commit; this next statement's
         # snapshot sees its row.
@@ -151,6 +170,14 @@ class Runs(Store):
         if existing._mapping["request_hash"] != new.request_digest:
             raise IdempotencyConflict(new.idempotency_key)
         return Run.from_row(existing)
+
+    async def find_by_idempotency_key(self, *, tenant_id: str, idempotency_key: str) -> Run | None:
+        """The tenant's run created with ``idempotency_key``, if any (an AG-UI client names
+        its runs by the ``runId`` it sent: docs/frontends-ag-ui.md)."""
+        params = {"tenant_id": tenant_id, "idempotency_key": idempotency_key}
+        async with self._statement() as conn:
+            row = (await conn.execute(GET_BY_IDEMPOTENCY_KEY, params)).first()
+        return None if row is None else Run.from_row(row)
 
     async def enqueue_many(
         self,
@@ -197,14 +224,7 @@ class Runs(Store):
         before: tuple[datetime, uuid.UUID] | None = None,
     ) -> list[Run]:
         """Newest first; ``before`` is the keyset cursor ``(created_at, id)`` of the last row seen."""
-        before_at, before_id = before or (_INFINITY, uuid.UUID(int=(1 << 128) - 1))
-        params = {
-            "tenant_id": tenant_id,
-            "status": status.value if status else None,
-            "before_at": before_at,
-            "before_id": before_id,
-            "limit": limit,
-        }
+        params = {"tenant_id": tenant_id, "status": status.value if status else None, **page_params(before, limit)}
         async with self._statement() as conn:
             rows = (await conn.execute(LIST_RUNS, params)).all()
         return [Run.from_row(r) for r in rows]

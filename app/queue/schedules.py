@@ -8,17 +8,22 @@ slot's time is also the run's idempotency key, so even a repeat of a slot insert
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from sqlalchemy import Row
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from app.cron import Timing
-from app.domain import Schedule, ScheduleNotFound
+from app.domain import Schedule
+from app.errors import ScheduleNotFound
 from app.queue.claims import BOUND_IDLE_TRANSACTION
-from app.queue.codec import dumps, schedule_from_row
+from app.queue.codec import dumps, page_params, schedule_from_row
+from app.queue.limits import pending_room
 from app.queue.maintenance import REAPER_LOCK
 from app.queue.statements import statement
-from app.queue.store import Store
+from app.queue.store import LimitDefaults, Store
 
 DATABASE_NOW = statement("database_now")
 CREATE_SCHEDULE = statement("create_schedule")
@@ -31,7 +36,6 @@ DUE_SCHEDULES = statement("due_schedules")
 FIRE_SCHEDULES = statement("fire_schedules")
 NEXT_SCHEDULE_DUE_IN = statement("next_schedule_due_in")
 
-_INFINITY = datetime.max.replace(tzinfo=UTC)
 
 
 def slot_key(schedule_id: uuid.UUID, slot: datetime) -> str:
@@ -41,6 +45,21 @@ def slot_key(schedule_id: uuid.UUID, slot: datetime) -> str:
 
 def timing_of(schedule: Schedule) -> Timing:
     return Timing(cron=schedule.cron, every_s=schedule.every_s, timezone=schedule.timezone)
+
+
+async def _with_room(conn: AsyncConnection, rows: Sequence[Row[Any]], limits: LimitDefaults) -> list[Row[Any]]:
+    """The due schedules whose tenant has room under its ``max_pending`` (docs/limits.md), the
+    earliest first. The others are left due, not advanced: their slot fires once there is room
+    (after downtime-like waits, only the latest missed slot, as ever)."""
+    room = await pending_room(conn, {row.tenant_id for row in rows}, limits)
+    kept = []
+    for row in rows:
+        left = room.get(row.tenant_id)
+        if left is None or left > 0:
+            kept.append(row)
+            if left is not None:
+                room[row.tenant_id] = left - 1
+    return kept
 
 
 class Schedules(Store):
@@ -88,8 +107,7 @@ class Schedules(Store):
     async def list_schedules(
         self, *, tenant_id: str | None, limit: int = 50, before: tuple[datetime, uuid.UUID] | None = None
     ) -> list[Schedule]:
-        before_at, before_id = before or (_INFINITY, uuid.UUID(int=(1 << 128) - 1))
-        params = {"tenant_id": tenant_id, "before_at": before_at, "before_id": before_id, "limit": limit}
+        params = {"tenant_id": tenant_id, **page_params(before, limit)}
         async with self._statement() as conn:
             rows = (await conn.execute(LIST_SCHEDULES, params)).all()
         return [schedule_from_row(r) for r in rows]
@@ -121,6 +139,7 @@ class Schedules(Store):
             if not (await conn.execute(REAPER_LOCK)).scalar():
                 return []
             rows = (await conn.execute(DUE_SCHEDULES, {"batch": batch})).all()
+            rows = await _with_room(conn, rows, self.limits)
             if not rows:
                 return []
             ids, keys, next_ats = [], [], []

@@ -61,16 +61,18 @@ def _parse(file: str, source: str) -> list[tuple[str, Block]]:
     return blocks
 
 
-def _include(block: Block, parts: dict[str, Block], used: set[str]) -> Block:
+def _include(block: Block, parts: dict[str, Block], used: set[str], within: tuple[str, ...] = ()) -> Block:
     """The statement with its ``${part:name}`` filled in, each part's later lines indented to
-    where it stands, so the statement as sent reads as if written out whole."""
+    where it stands, so the statement as sent reads as if written out whole. A part may
+    include another (``within``: the parts being filled around it, so a cycle raises)."""
 
     def fill(match: re.Match[str]) -> str:
-        if match[1] not in parts:
-            raise ValueError(f"{block.file}: block {block.name} names an unknown part {match[1]}")
+        if match[1] not in parts or match[1] in within:
+            raise ValueError(f"{block.file}: block {block.name} names an unknown or circular part {match[1]}")
         used.add(match[1])
+        part = _include(parts[match[1]], parts, used, (*within, block.name))
         indent = " " * (match.start() - (block.sql.rfind("\n", 0, match.start()) + 1))
-        return f"-- part: {match[1]}\n{parts[match[1]].sql}".replace("\n", "\n" + indent)
+        return f"-- part: {match[1]}\n{part.sql}".replace("\n", "\n" + indent)
 
     sql = _PART.sub(fill, block.sql)
     if "${" in sql:

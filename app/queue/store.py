@@ -4,11 +4,31 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.db.autocommit import one_statement
 from app.db.errors import translated
+from app.queue.refusals import Refusals
+
+
+@dataclass(frozen=True, slots=True)
+class LimitDefaults:
+    """``RUNQ_TENANT_*``: the limits of a tenant without an override (0 = none; docs/limits.md)."""
+
+    create_per_s: float = 0.0
+    create_burst: int | None = None  # None: twice create_per_s
+    max_pending: int = 0
+    max_streams: int = 0
+    max_inflight: int = 0
+
+    def burst(self, create_per_s: float, create_burst: int | None) -> int:
+        """The bucket's size for a rate and a burst override, as ``runq_admit_create`` takes it."""
+        if create_per_s <= 0:
+            return 0
+        chosen = create_burst or self.create_burst or -(-2 * create_per_s // 1)
+        return max(1, int(chosen))
 
 
 class Store:
@@ -24,6 +44,7 @@ class Store:
         priority_aging_s: float = 60.0,
         tenant_max_inflight: int = 0,
         presence_ttl_s: float = 15.0,
+        limits: LimitDefaults | None = None,
     ) -> None:
         self.engine = engine
         self.lease_s = lease_s
@@ -32,6 +53,8 @@ class Store:
         self.aging_s = priority_aging_s
         self.tenant_max_inflight = tenant_max_inflight
         self.presence_ttl_s = presence_ttl_s
+        self.limits = limits or LimitDefaults(max_inflight=tenant_max_inflight)
+        self.refusals = Refusals()
         self._limits_checked_at = float("-inf")
         self._has_limits = False
 

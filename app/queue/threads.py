@@ -11,27 +11,20 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.domain import (
-    IdempotencyConflict,
-    Run,
-    Status,
-    Strategy,
-    Thread,
-    ThreadBusy,
-    ThreadMessage,
-    ThreadNotFound,
-)
-from app.queue.codec import dumps, events_params, message_from_row, thread_from_row
+from app.domain import Run, Status, Strategy, Thread, ThreadMessage
+from app.errors import ChatIdTaken, IdempotencyConflict, ThreadBusy, ThreadNotFound
+from app.queue.codec import dumps, events_params, message_from_row, page_params, thread_from_row
 from app.queue.runs import REQUEST_CANCEL, NewRun, Runs
 from app.queue.statements import statement
 
 CREATE_THREAD = statement("create_thread")
 GET_THREAD_BY_IDEMPOTENCY_KEY = statement("get_thread_by_idempotency_key")
+GET_THREAD_BY_CHAT_ID = statement("get_thread_by_chat_id")
 GET_THREAD = statement("get_thread")
 LOCK_THREAD = statement("lock_thread")
 LIST_THREADS = statement("list_threads")
@@ -42,8 +35,6 @@ LIST_THREAD_RUNS = statement("list_thread_runs")
 ROLL_BACK_MESSAGES = statement("roll_back_messages")
 DELETE_THREAD = statement("delete_thread")
 
-_INFINITY = datetime.max.replace(tzinfo=UTC)
-_LAST_ID = uuid.UUID(int=(1 << 128) - 1)
 _NO_TURN = 2**63 - 1  # above every turn
 # The cancel reason each strategy gives the runs it stops.
 CANCEL_REASONS = {Strategy.INTERRUPT: "interrupted", Strategy.ROLLBACK: "rolled_back"}
@@ -57,26 +48,61 @@ class Threads(Runs):
         metadata: Mapping[str, Any],
         idempotency_key: str | None = None,
         request_digest: str | None = None,
+        chat_id: str | None = None,
     ) -> tuple[Thread, bool]:
-        """A new thread; ``(thread, created)``, idempotent as :meth:`enqueue` is."""
+        """A new thread; ``(thread, created)``, idempotent as :meth:`enqueue` is.
+        :class:`ChatIdTaken` when another thread of the tenant has ``chat_id``."""
         params = {
             "tenant_id": tenant_id,
             "metadata": dumps(metadata),
             "idempotency_key": idempotency_key,
             "request_hash": request_digest,
+            "chat_id": chat_id,
         }
         async with self._statement() as conn:
             row = (await conn.execute(CREATE_THREAD, params)).first()
             if row is not None:
                 return thread_from_row(row), True
-            existing = (
-                await conn.execute(
-                    GET_THREAD_BY_IDEMPOTENCY_KEY, {"tenant_id": tenant_id, "idempotency_key": idempotency_key}
-                )
-            ).one()
+            existing = None
+            if idempotency_key is not None:
+                existing = (
+                    await conn.execute(
+                        GET_THREAD_BY_IDEMPOTENCY_KEY, {"tenant_id": tenant_id, "idempotency_key": idempotency_key}
+                    )
+                ).first()
+        if existing is None:  # not the key: the chat id was taken
+            raise ChatIdTaken(str(chat_id))
         if existing._mapping["request_hash"] != request_digest:
             raise IdempotencyConflict(idempotency_key)
         return thread_from_row(existing), False
+
+    async def thread_for_chat(self, *, tenant_id: str, chat_id: str) -> tuple[Thread, bool]:
+        """The tenant's thread named ``chat_id``, created on first use; ``(thread, created)``."""
+        params = {"tenant_id": tenant_id, "metadata": "{}", "idempotency_key": None, "request_hash": None}
+        async with self._tx() as conn:
+            row = (await conn.execute(CREATE_THREAD, params | {"chat_id": chat_id})).first()
+            if row is not None:
+                return thread_from_row(row), True
+            # Read committed: this statement sees the row whose insert made ours do nothing.
+            row = (await conn.execute(GET_THREAD_BY_CHAT_ID, {"tenant_id": tenant_id, "chat_id": chat_id})).first()
+        if row is None:  # deleted between the two statements
+            raise ThreadNotFound(chat_id)
+        return thread_from_row(row), False
+
+    async def named_thread(self, name: str, *, tenant_id: str, create: bool = False) -> Thread:
+        """The tenant's thread a chat frontend names: its id, else its ``chat_id`` (created on
+        first use when ``create``); :class:`ThreadNotFound` otherwise."""
+        try:
+            return await self.get_thread(uuid.UUID(name), tenant_id=tenant_id)
+        except (ValueError, ThreadNotFound):
+            pass  # not a thread id of this tenant: a chat id
+        if create:
+            return (await self.thread_for_chat(tenant_id=tenant_id, chat_id=name))[0]
+        async with self._statement() as conn:
+            row = (await conn.execute(GET_THREAD_BY_CHAT_ID, {"tenant_id": tenant_id, "chat_id": name})).first()
+        if row is None:
+            raise ThreadNotFound(name)
+        return thread_from_row(row)
 
     async def get_thread(self, thread_id: uuid.UUID, *, tenant_id: str | None) -> Thread:
         """The thread, or :class:`ThreadNotFound` (also for another tenant's)."""
@@ -90,8 +116,7 @@ class Threads(Runs):
         self, *, tenant_id: str | None, limit: int = 50, before: tuple[datetime, uuid.UUID] | None = None
     ) -> list[Thread]:
         """Newest first; ``before`` is the keyset cursor ``(created_at, id)`` of the last row seen."""
-        before_at, before_id = before or (_INFINITY, _LAST_ID)
-        params = {"tenant_id": tenant_id, "before_at": before_at, "before_id": before_id, "limit": limit}
+        params = {"tenant_id": tenant_id, **page_params(before, limit)}
         async with self._statement() as conn:
             rows = (await conn.execute(LIST_THREADS, params)).all()
         return [thread_from_row(r) for r in rows]
@@ -159,6 +184,21 @@ class Threads(Runs):
                 cancelled = await self._stop_inflight(conn, thread_id, inflight, strategy)
             run, created = await self._insert_run(conn, new, thread_id=thread_id, thread_turn=row.run_count + 1)
         return run, created, [r for r in cancelled if r.status is Status.CANCELLED]
+
+    async def regenerate_in_thread(self, thread_id: uuid.UUID, new: NewRun) -> Run:
+        """A new answer to the thread's last question: the messages of its latest run go from
+        the history and ``new`` takes its place at the end. :class:`ThreadBusy` while a run of
+        the thread is in flight (only a finished answer can be replaced)."""
+        async with self._tx() as conn:
+            row = await self._locked_thread(conn, thread_id, new.tenant_id)
+            if (await conn.execute(INFLIGHT_THREAD_RUNS, {"thread_id": thread_id})).first() is not None:
+                raise ThreadBusy(str(thread_id))
+            params = {"thread_id": thread_id, "status": None, "before_turn": _NO_TURN, "limit": 1}
+            last = (await conn.execute(LIST_THREAD_RUNS, params)).first()
+            if last is not None:
+                await conn.execute(ROLL_BACK_MESSAGES, {"thread_id": thread_id, "run_ids": [last.id]})
+            run, _ = await self._insert_run(conn, new, thread_id=thread_id, thread_turn=row.run_count + 1)
+        return run
 
     async def delete_thread(self, thread_id: uuid.UUID, *, tenant_id: str | None) -> None:
         """Delete an idle thread with its messages and runs; :class:`ThreadBusy` while a run of

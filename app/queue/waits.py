@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.domain import NotWaiting, Run, RunNotFound
+from app.domain import Run
+from app.errors import NotWaiting, RunNotFound
 from app.queue.claims import BOUND_IDLE_TRANSACTION
 from app.queue.codec import dumps
 from app.queue.maintenance import REAPER_LOCK

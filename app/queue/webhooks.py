@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Literal
 
-from app.domain import Delivery, DeliveryNotFound, Event, NotRedeliverable
-from app.queue.codec import delivery_from_row
+from app.domain import Delivery, Event
+from app.errors import DeliveryNotFound, NotRedeliverable
+from app.queue.codec import delivery_from_row, event_from_row, page_params
 from app.queue.statements import statement
 from app.queue.store import Store
 
@@ -27,7 +28,6 @@ GET_WEBHOOK_SECRETS = statement("get_webhook_secrets")
 CREATE_WEBHOOK_SECRET = statement("create_webhook_secret")
 ROTATE_WEBHOOK_SECRET = statement("rotate_webhook_secret")
 
-_INFINITY = datetime.max.replace(tzinfo=UTC)
 Outcome = Literal["delivered", "stopped", "failed", "retry"]
 
 
@@ -54,17 +54,7 @@ class Webhooks(Store):
         and a margin): a sender that dies leaves them to be sent again once that passes."""
         async with self._statement() as conn:
             rows = (await conn.execute(CLAIM_DELIVERIES, {"batch": batch, "lease_s": lease_s})).all()
-        jobs = []
-        for row in rows:
-            event = Event(
-                seq=row.event_seq,
-                type=row.event_type,
-                data=row.event_data,
-                attempt=row.event_attempt,
-                created_at=row.event_created_at,
-            )
-            jobs.append(DeliveryJob(delivery_from_row(row), event))
-        return jobs
+        return [DeliveryJob(delivery_from_row(row), event_from_row(row, prefix="event_")) for row in rows]
 
     async def settle_delivery(
         self,
@@ -102,15 +92,7 @@ class Webhooks(Store):
         before: tuple[datetime, uuid.UUID] | None = None,
     ) -> list[Delivery]:
         """Newest first; ``before`` is the keyset cursor ``(created_at, id)`` of the last row seen."""
-        before_at, before_id = before or (_INFINITY, uuid.UUID(int=(1 << 128) - 1))
-        params = {
-            "tenant_id": tenant_id,
-            "status": status,
-            "run_id": run_id,
-            "before_at": before_at,
-            "before_id": before_id,
-            "limit": limit,
-        }
+        params = {"tenant_id": tenant_id, "status": status, "run_id": run_id, **page_params(before, limit)}
         async with self._statement() as conn:
             rows = (await conn.execute(LIST_DELIVERIES, params)).all()
         return [delivery_from_row(r) for r in rows]

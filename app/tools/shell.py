@@ -15,7 +15,7 @@ import signal
 import threading
 from dataclasses import dataclass
 
-from app.redact import Redactor, default_redactor
+from app.guards.redact import Redactor, default_redactor
 
 DEFAULT_TIMEOUT_S = 600.0
 MAX_OUTPUT_BYTES = 64 * 1024

@@ -104,6 +104,10 @@ export class Api {
     return this.request("GET", "/admin/stats");
   }
 
+  tenants() {
+    return this.request("GET", "/admin/tenants?limit=200");
+  }
+
   workers() {
     return this.request("GET", "/admin/workers");
   }

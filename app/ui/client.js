@@ -34,13 +34,24 @@ const REQUEST_TIMEOUT_MS = 15_000; // fetch has none of its own: a request lost 
 const SILENCE_MS = 30_000; // twice the longest the server waits between keep-alives
 
 // An error answer of the API (an RFC 9457 problem), or status 0 when it could not be reached.
+// retryAfterMs: the server's Retry-After (a 429 at a tenant limit, a 503), when it sent one.
 export class RunqError extends Error {
-  constructor(status, code, detail) {
+  constructor(status, code, detail, retryAfterMs = null) {
     super(detail || code || `HTTP ${status}`);
     this.name = "RunqError";
     this.status = status;
     this.code = code;
+    this.retryAfterMs = retryAfterMs;
   }
+}
+
+// Retry-After as milliseconds (delta-seconds or an HTTP date), null when absent or unreadable.
+export function retryAfterMs(value) {
+  if (!value) return null;
+  const seconds = Number(value);
+  if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? null : Math.max(0, at - Date.now());
 }
 
 async function call(url, init) {
@@ -51,7 +62,9 @@ async function call(url, init) {
     throw new RunqError(0, "network_error", `the API cannot be reached (${error.message})`);
   }
   const body = await response.json().catch(() => undefined);
-  if (!response.ok) throw new RunqError(response.status, body?.code, body?.detail);
+  if (!response.ok) {
+    throw new RunqError(response.status, body?.code, body?.detail, retryAfterMs(response.headers.get("Retry-After")));
+  }
   // A 200 whose body was cut off on the way is a lost answer, not an empty one.
   if (body === undefined && response.status !== 204) throw new RunqError(0, "network_error", "the answer was cut off");
   return body;
@@ -163,7 +176,7 @@ class Follower {
       token = await this.#freshToken(force);
     } catch (error) {
       if (FATAL.has(error?.status)) this.#fail(error);
-      else this.#retry();
+      else this.#retry(error?.retryAfterMs);
       return;
     }
     if (this.#stopped) return;
@@ -245,7 +258,7 @@ class Follower {
     } catch (error) {
       if (error.status === 401) this.#token = null;
       if (error.status === 404 || error.status === 403) this.#fail(error);
-      else this.#retry();
+      else this.#retry(error.retryAfterMs);
       return;
     }
     if (this.#stopped) return;
@@ -267,9 +280,11 @@ class Follower {
     }
   }
 
-  #retry() {
+  // The back-off, or the server's Retry-After when it gave one (a 429 at the tenant's limit).
+  #retry(retryAfter = null) {
     if (this.#stopped) return;
-    const delay = Math.min(RETRY_MAX_MS, RETRY_MIN_MS * 2 ** this.#failures) * (0.5 + Math.random() / 2);
+    const backoff = Math.min(RETRY_MAX_MS, RETRY_MIN_MS * 2 ** this.#failures) * (0.5 + Math.random() / 2);
+    const delay = retryAfter ?? backoff;
     this.#failures += 1;
     this.options.onState("reconnecting", delay);
     this.#retryTimer = setTimeout(() => {

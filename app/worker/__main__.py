@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from app.agents.base import load_agents
+from app.agents.registry import load_agents
 from app.db.runtime import database
 from app.logs import configure_logging
 from app.settings import get_settings

@@ -33,10 +33,11 @@ from app.agents.base import (
     WaitRequested,
     WaitTimedOut,
 )
-from app.domain import Claim, DatabaseUnavailable, Finish, Finished, LeaseLost, Usage, Wait
+from app.domain import Claim, Finish, Finished, Usage, Wait
+from app.errors import DatabaseUnavailable, LeaseLost
+from app.guards.redact import Redactor
 from app.metrics import EVENTS_APPENDED
 from app.queue import Queue
-from app.redact import Redactor
 from app.tools.shell import ProcessGroups, ShellResult, run_shell
 from app.worker.decide import AgentEnded, StopReason
 from app.worker.events import BackgroundTake, EventBuffer, PendingEvent, Take, Written

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from app.agents.base import AgentError, BudgetExceeded, DeadlineExceeded, FatalError
-from app.domain import DatabaseUnavailable, Finish, LeaseLost, Wait
+from app.domain import Finish, Wait
+from app.errors import DatabaseUnavailable, LeaseLost
 
 StopReason = Literal["cancel", "lease_lost", "shutdown", "deadline", "budget"]
 

@@ -18,7 +18,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from app.domain import DatabaseUnavailable
+from app.errors import DatabaseUnavailable
 
 DELTA = "message.delta"
 

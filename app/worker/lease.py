@@ -20,7 +20,8 @@ from types import TracebackType
 from typing import Protocol
 
 from app.db.engine import create_engine
-from app.domain import DatabaseUnavailable, WorkerInfo
+from app.domain import WorkerInfo
+from app.errors import DatabaseUnavailable
 from app.metrics import HEARTBEAT_DURATION
 from app.queue import Queue
 

@@ -14,9 +14,9 @@ from app import heap, tracing
 from app.agents.model_client import close_shared_clients
 from app.db.engine import asyncpg_dsn, engine_for
 from app.domain import WorkerInfo
+from app.guards.redact import Redactor
 from app.logs import configure_logging, log_context
 from app.queue import Queue
-from app.redact import Redactor
 from app.settings import Settings
 from app.worker.lease import Heartbeat
 from app.worker.reaper import reap_forever

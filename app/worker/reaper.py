@@ -13,7 +13,7 @@ import random
 import time
 from datetime import UTC, datetime
 
-from app.domain import DatabaseUnavailable
+from app.errors import DatabaseUnavailable
 from app.metrics import (
     EVENT_PARTITIONS,
     REAPER_RESCUES,

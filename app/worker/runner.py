@@ -23,20 +23,25 @@ from app.agents.base import (
     FatalError,
     RetryableError,
     ThreadView,
-    load_agent,
 )
+from app.agents.inputs import InvalidInput, check_input
+from app.agents.registry import load_agent
 from app.backoff import Backoff
-from app.domain import Claim, ClaimBatch, DatabaseUnavailable, Finish, LeaseLost, Run, Status
+from app.domain import Claim, ClaimBatch, Finish, Run, Status
+from app.errors import DatabaseUnavailable, LeaseLost
+from app.guards.redact import Redactor
 from app.logs import log_context
 from app.metrics import CLAIM_LATENCY, LEASES_LOST, PICKUP_LATENCY, RUNS_CLAIMED, count_ending
 from app.queue import Queue
-from app.redact import Redactor
 from app.worker.attempt import Attempt
 from app.worker.decide import AgentEnded, decide
 from app.worker.lease import Heartbeat
 from app.worker.writer import Writer
 
 log = logging.getLogger(__name__)
+
+# Claims in a row that look again at once after losing runs to concurrent claims.
+CONTENDED_RETRIES = 3
 
 
 class Runner:
@@ -60,7 +65,6 @@ class Runner:
         self._worker_id = worker_id
         self._concurrency = concurrency
         self._registry = agents
-        self._agents: dict[str, type[Agent]] = {}
         self._redactor = redactor
         self._poll_s = poll_s
         self._lease_s = lease_s
@@ -71,14 +75,25 @@ class Runner:
         # slot then waits for a NOTIFY or the poll instead of claiming from an empty queue once
         # per finished run (its ending tells the registry the slot is free, for the wake-ups).
         self._drained = False
+        # Wake-ups not yet answered by a claimed run: each stands for at least one run. Two that
+        # reach a one-slot worker before its claim (runq_wake_workers picked it twice) or one
+        # that arrives during a claim announce runs that claim did not take, so the worker
+        # stays undrained and its freed slot claims at once; a claim that finds fewer runs than
+        # it asked for answers them all (the queue was empty).
+        self._owed = 0
+        self._repoll = False  # woken by a freed slot only to set the poll again (_slot_freed)
         self._stopping = False
         self._listening = False  # this worker's LISTEN session is up (app/worker/wakeup.py)
 
     # -- signals from outside --------------------------------------------------------------
 
     def wake(self) -> None:
-        """A new run may be waiting (NOTIFY)."""
+        """A new run may be waiting (NOTIFY). Kept while every slot is busy: the slot that frees
+        first claims at once (a burst that arrives while the fleet is busy is claimed as the
+        workers free up, not at their next poll)."""
         self._drained = False
+        self._repoll = False
+        self._owed += 1
         self._wake.set()
 
     def listening(self, up: bool) -> None:
@@ -98,10 +113,13 @@ class Runner:
 
     async def claim_until_stopped(self) -> None:
         backoff = Backoff()
+        contended = 0  # claims in a row that lost runs to concurrent claims
         while not self._stopping:
             self._wake.clear()
             free = self._concurrency - len(self._tasks)
-            if free > 0:
+            repoll, self._repoll = self._repoll and self._drained, False
+            if free > 0 and not repoll:
+                owed = self._owed
                 try:
                     claims, claimed = await self._claim(free)
                 except Exception as exc:
@@ -116,9 +134,18 @@ class Runner:
                     await self._sleep(wait)
                     continue
                 backoff.reset()
-                self._drained = len(claims) < free or not claims.more
+                arrived = self._owed - owed  # during the claim
+                emptied = len(claims) < free and not claims.lost  # the queue had no more for us
+                self._owed = arrived + (0 if emptied else max(owed - len(claims), 0))
+                self._drained = (emptied or not claims.more) and self._owed == 0
                 for claim in claims:
                     self._start(claim, claimed)
+                # A concurrent claim took runs this one saw, maybe the one it was woken for
+                # while the run that woke it is newer than this claim's snapshot: look again
+                # now, a few times (a lock held longer is no claim's and waits for the poll).
+                contended = contended + 1 if claims.lost else 0
+                if 0 < contended <= CONTENDED_RETRIES:
+                    continue
             await self._sleep(self._poll_interval())
 
     def _poll_interval(self) -> float:
@@ -128,7 +155,9 @@ class Runner:
         after a backoff, delayed runs) and wake-ups sent to a worker that could not take them.
         While this worker listens and found the queue empty, the idle workers share that
         duty: each polls every ``poll_s`` times their number (spread at random), so the fleet
-        polls about once per ``poll_s`` whatever its size, not once per worker.
+        polls about once per ``poll_s`` whatever its size, not once per worker. The number is
+        the heartbeat's, so after a burst that kept every worker busy, the workers freeing up
+        poll soon (a run no wake-up reached waits about ``poll_s``, not minutes).
         """
         if not (self._listening and self._drained):
             return self._poll_s
@@ -160,9 +189,12 @@ class Runner:
         task.add_done_callback(self._slot_freed)
 
     def _slot_freed(self, task: asyncio.Task[None]) -> None:
+        """Undrained, the freed slot claims at once. Drained, the poll is only set again: the
+        interval in force was chosen while the slot was busy, maybe when the fleet was idle and
+        its share long; now it is this idle worker's share of the fleet as it is."""
         self._tasks.discard(task)
-        if not self._drained:
-            self._wake.set()
+        self._repoll = self._drained
+        self._wake.set()
         if not task.cancelled() and task.exception() is not None:
             log.error("run slot crashed", exc_info=task.exception())
 
@@ -244,6 +276,10 @@ class Runner:
             agent_class = self._agent_class(run.agent)
         except Exception as exc:  # not registered, or its module does not import
             return AgentEnded(error=FatalError(f"agent {run.agent!r} is not available: {exc}", code="unknown_agent"))
+        try:  # checked when the run was created; again here for a run stored before its agent had a schema
+            check_input(run.agent, agent_class, run.input)
+        except InvalidInput as exc:
+            return AgentEnded(error=FatalError(str(exc), code="invalid_input"))
         remaining = _deadline_remaining(run)
         if remaining is not None and remaining <= 0:
             return AgentEnded(error=DeadlineExceeded(_deadline_message(run)))
@@ -256,9 +292,7 @@ class Runner:
         return await attempt.run_agent(agent_class, remaining)
 
     def _agent_class(self, name: str) -> type[Agent]:
-        if name not in self._agents:
-            self._agents[name] = load_agent(self._registry[name])
-        return self._agents[name]
+        return load_agent(self._registry[name])  # imported once per process
 
     async def _finish(self, attempt: Attempt, finish: Finish) -> None:
         """The ending, with the attempt's buffered events. A database outage is waited out for

@@ -19,14 +19,14 @@ import time
 import httpx
 
 from app.api.schemas import EventOut, RunOut
-from app.domain import DatabaseUnavailable, RunNotFound
+from app.errors import DatabaseUnavailable, RunNotFound
+from app.guards.redact import redact
+from app.guards.signing import SecretUnreadable, TenantSecrets, signature_headers
+from app.guards.ssrf import UrlGuard, UrlRefused
 from app.metrics import WEBHOOK_DELIVERIES, WEBHOOK_LATENCY, WEBHOOK_REQUEST_SECONDS
 from app.queue import DeliveryJob, Queue
 from app.queue.webhooks import Outcome
-from app.redact import redact
 from app.settings import Settings
-from app.signing import SecretUnreadable, TenantSecrets, signature_headers
-from app.ssrf import UrlGuard, UrlRefused
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,8 @@ from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
 
 from app import tracing
-from app.domain import Finish, Finished, LeaseLost, Usage
+from app.domain import Finish, Finished, Usage
+from app.errors import LeaseLost
 from app.queue import Appended, Ended, NewEvents, NewMessages, Queue
 
 MAX_BATCH = 64

@@ -7,8 +7,8 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.guards.signing import TenantSecrets
 from app.queue import Queue
-from app.signing import TenantSecrets
 from tests.api_support import SECRET
 from tests.chaos.conftest import SpawnWorker
 from tests.webhook_support import HANG, Receiver, verify_signature

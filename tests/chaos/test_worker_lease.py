@@ -9,7 +9,8 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.domain import Claim, Finish, LeaseLost, Run, Status
+from app.domain import Claim, Finish, Run, Status
+from app.errors import LeaseLost
 from app.queue import Queue
 from tests.chaos.conftest import SpawnWorker
 from tests.worker_support import check_event_log, enqueue_demo, running, wait_finished, wait_until

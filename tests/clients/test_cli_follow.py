@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from runq_client import Client
 
-from app import cli
+from app.cli import main as cli
 from tests.api_support import ROOT, ApiProcess
 from tests.clients.faultproxy import FaultProxy
 from tests.clients.test_stream_faults import budgets

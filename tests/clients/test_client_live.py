@@ -9,7 +9,16 @@ from typing import Any
 
 import httpx
 import pytest
-from runq_client import AsyncClient, Client, Event, Message, RunqError, RunqTimeout, Thread
+from runq_client import (
+    AsyncClient,
+    Client,
+    Event,
+    Message,
+    RunqError,
+    RunqTimeout,
+    Thread,
+    ThreadToken,
+)
 
 from tests.api_support import ApiProcess
 from tests.clients.conftest import new_key
@@ -209,3 +218,28 @@ async def test_async_client_threads(api: ApiProcess, worker: subprocess.Popen[by
         assert [m.content for m in (await client.threads.messages(thread.id)).items] == ["hi", "hi"]
         assert [r.id for r in (await client.threads.runs.list(thread.id)).items] == [run.id]
         await client.threads.delete(thread.id)
+
+
+def test_a_thread_token_from_the_client_works_as_the_browser_key(
+    api: ApiProcess, worker: subprocess.Popen[bytes], api_key: str
+) -> None:
+    with Client(api.base_url, api_key) as client:
+        thread = client.threads.create(chat_id="client-chat", metadata={"user": "ana"})
+        assert thread.chat_id == "client-chat"
+        with pytest.raises(RunqError) as taken:
+            client.threads.create(chat_id="client-chat")
+        assert (taken.value.status, taken.value.code) == (409, "chat_id_conflict")
+        minted = client.threads.token(thread.id, scopes=["read", "run"], ttl_s=60, agent="demo", input={"steps": 0})
+        assert isinstance(minted, ThreadToken)
+        assert (minted.thread_id, minted.scopes, minted.agent, minted.input) == (thread.id, ["read", "run"], "demo", {"steps": 0})
+    with Client(api.base_url, minted.token) as browser:  # the token goes where a key would
+        run = browser.threads.runs.create(thread.id, "demo", {"prompt": "hi", "steps": 5})
+        assert run.input == {"prompt": "hi", "steps": 0}  # the bound input wins
+        assert [e.type for e in browser.runs.stream(run.id)][-1] == "run.completed"
+        assert browser.threads.get(thread.id).last_run_id == run.id
+        with pytest.raises(RunqError) as scoped:
+            browser.runs.cancel(run.id)
+        assert (scoped.value.status, scoped.value.code) == (403, "insufficient_scope")
+        with pytest.raises(RunqError) as elsewhere:
+            browser.runs.get(run.id)
+        assert elsewhere.value.status == 401

@@ -142,7 +142,10 @@ def test_api_conforms_to_its_openapi_document(
         operation = result.ok()
         # JSON pages of events: an SSE answer on a run that exists would only end with the run.
         headers = keys["admin" if operation.path.startswith("/admin") else "tenant"] | {"Accept": "application/json"}
-        for mode in GenerationMode:
+        # A valid AG-UI request streams until its run ends (no worker here): only invalid ones
+        # (tests/integration/api/test_api_ag_ui.py streams valid ones to their end).
+        modes = [GenerationMode.NEGATIVE] if operation.path.startswith("/ag-ui/") else list(GenerationMode)
+        for mode in modes:
             started = time.perf_counter()
             try:
                 fuzz(operation, mode, base_url=api.base_url, session=session, headers=headers, answers=answers,
@@ -161,7 +164,9 @@ def test_schema_covers_every_route(api: ApiProcess) -> None:
     doc = httpx.get(f"{api.base_url}/openapi.json").json()
     assert {"/runs", "/runs/{run_id}", "/runs/{run_id}/events", "/admin/runs", "/schedules/{schedule_id}",
             "/webhook-secret", "/admin/webhooks/{delivery_id}/redeliver", "/threads/{thread_id}/runs",
-            "/threads/{thread_id}/messages"} <= set(doc["paths"])  # fmt: skip
+            "/threads/{thread_id}/messages", "/agents", "/threads/{thread_id}/token",
+            "/admin/tenants", "/admin/tenants/{tenant}/limits",
+            "/ag-ui/{agent}", "/ag-ui/runs/{run_id}/events"} <= set(doc["paths"])  # fmt: skip
 
 
 # -- what the fuzzing found, kept as regression tests ---------------------------------------
@@ -195,8 +200,9 @@ def test_lone_surrogate_in_cancel_note_is_422_not_500(
 
 @pytest.mark.parametrize(
     ("method", "path", "params"),
-    [("GET", "/admin/tenants/a%00b", None), ("PUT", "/admin/tenants/a%00b", None), ("GET", "/admin/runs", {"tenant": "a\x00b"})],
-    ids=["get-tenant", "put-tenant", "list-runs"],
+    [("GET", "/admin/tenants/a%00b", None), ("PUT", "/admin/tenants/a%00b", None), ("GET", "/admin/runs", {"tenant": "a\x00b"}),
+     ("GET", "/admin/tenants/a%00b/limits", None), ("PUT", "/admin/tenants/a%00b/limits", None)],
+    ids=["get-tenant", "put-tenant", "list-runs", "get-limits", "put-limits"],
 )
 def test_nul_in_a_tenant_name_is_4xx_not_500(
     api: ApiProcess, keys: dict[str, dict[str, str]], method: str, path: str, params: dict[str, str] | None
@@ -204,3 +210,19 @@ def test_nul_in_a_tenant_name_is_4xx_not_500(
     body = {"max_inflight": 1} if method == "PUT" else None
     response = httpx.request(method, f"{api.base_url}{path}", params=params, json=body, headers=keys["admin"])
     assert 400 <= response.status_code < 500, response.text
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{"max_pending": -1}, {"create_per_s": "5"}, {"max_streams": 1.5}, {"create_burst": True},
+     {"max_pending": 10**12}, {"create_per_s": 10**9}, {"bogus": 1}, [1]],
+    ids=["negative", "string", "fraction", "bool", "huge", "huge-rate", "unknown-field", "not-an-object"],
+)
+def test_bad_tenant_limits_are_422(api: ApiProcess, keys: dict[str, dict[str, str]], body: object) -> None:
+    response = httpx.put(f"{api.base_url}/admin/tenants/fuzz-limits/limits", json=body, headers=keys["admin"])
+    assert (response.status_code, response.json()["code"]) == (422, "validation_error"), response.text
+
+
+def test_a_bad_tenants_cursor_is_400(api: ApiProcess, keys: dict[str, dict[str, str]]) -> None:
+    response = httpx.get(f"{api.base_url}/admin/tenants", params={"cursor": "%%%"}, headers=keys["admin"])
+    assert (response.status_code, response.json()["code"]) == (400, "invalid_cursor"), response.text

@@ -28,7 +28,8 @@ from sqlalchemy import text
 from app.db.embedded import EmbeddedPostgres
 from app.db.engine import asyncpg_dsn, create_engine
 from app.db.migrate import upgrade
-from app.domain import DatabaseUnavailable, Status
+from app.domain import Status
+from app.errors import DatabaseUnavailable
 from app.queue import Queue
 from tests.fakes import eventually
 from tests.fakes.openai_server import FakeOpenAI, Reply

@@ -10,8 +10,8 @@ import sys
 
 from app.cron import Timing
 from app.domain import Finish
+from app.guards.signing import TenantSecrets
 from app.queue import Ended, NewRun, Queue
-from app.signing import TenantSecrets
 from tests.api_support import SECRET
 
 

@@ -32,12 +32,28 @@ PUBLIC = {"/healthz", "/readyz", "/metrics"}
 BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/runs"): {"agent": "demo", "input": {"prompt": "bob's own"}},
     ("PUT", "/admin/tenants/{tenant}"): {"max_inflight": 1},
+    ("PUT", "/admin/tenants/{tenant}/limits"): {"max_pending": 5},
     ("POST", "/schedules"): {"agent": "demo", "every_s": 60, "input": {"prompt": "bob's own"}},
     ("PATCH", "/schedules/{schedule_id}"): {"paused": True},
     ("POST", "/runs/{run_id}/resume"): {"value": {"approved": True}},
     ("POST", "/threads"): {"metadata": {"who": "bob"}},
     ("POST", "/threads/{thread_id}/runs"): {"agent": "demo", "input": {"prompt": "bob's own"}},
+    # A's thread id as the chat id (to B, a chat of B's own), and no message: a message would
+    # stream B's run until a worker ran it (tests/integration/api/test_api_ai_sdk.py has those).
+    ("POST", "/ai-sdk/chat"): {"id": "{thread_id}", "messages": []},
+    # B names A's thread and answers an interrupt: for B that id names a chat thread of B's own,
+    # which waits for nothing (a request that started a run would stream until it ended).
+    ("POST", "/ag-ui/{agent}"): {
+        "threadId": "{thread_id}", "runId": "bob-run", "messages": [],
+        "resume": [{"interruptId": str(uuid.UUID(int=0)), "status": "resolved", "payload": True}],
+    },
 }
+# A chat id names a chat of the caller's own tenant (none yet: empty, 204), never A's.
+REFUSED = {("POST", "/ai-sdk/chat"): 422}
+ANSWERS_TO_B = {("POST", "/ag-ui/{agent}"): (409, "not_waiting")}
+# Streams that follow A's pending run until it ends: no control request with A's key here
+# (tests/integration/api/test_api_ag_ui.py reads them to the end).
+ENDLESS = {("GET", "/ag-ui/runs/{run_id}/events")}
 NO_SUCH = str(uuid.UUID(int=0))
 TENANT_OBJECTS = ("{run_id}", "{schedule_id}", "{thread_id}")  # another tenant's is 404
 JSON = {"Accept": "application/json"}
@@ -69,6 +85,8 @@ def fill(path: str, run_id: str, schedule_id: str = NO_SUCH, thread_id: str = NO
     """The path with its parameters filled in; an unknown parameter fails the test on purpose."""
     known = {
         "run_id": run_id, "tenant": "alice", "schedule_id": schedule_id, "delivery_id": NO_SUCH, "thread_id": thread_id,
+        "chat_id": thread_id,
+        "agent": "demo",
     }  # fmt: skip
     for name in [part[1:-1] for part in path.split("/") if part.startswith("{")]:
         assert name in known, f"{path}: teach test_isolation how to fill {{{name}}}"
@@ -80,7 +98,7 @@ async def call(
     client: httpx.AsyncClient, method: str, path: str, run_id: str, headers: dict[str, str], schedule_id: str = NO_SUCH,
     thread_id: str = NO_SUCH,
 ) -> httpx.Response:
-    body = BODIES.get((method, path))
+    body = json.loads(json.dumps(BODIES.get((method, path))).replace("{thread_id}", thread_id))
     return await client.request(
         method, fill(path, run_id, schedule_id, thread_id), headers=JSON | headers,
         json=body if method in ("POST", "PUT", "PATCH") else None,
@@ -89,6 +107,8 @@ async def call(
 
 def shown(response: httpx.Response) -> str:
     """The body, less a problem's ``instance`` (the caller's own request path, echoed back)."""
+    if not response.content:
+        return ""  # 204
     body = response.json()
     if isinstance(body, dict) and "instance" in body:
         body = {k: v for k, v in body.items() if k != "instance"}
@@ -118,6 +138,10 @@ async def test_every_route_keeps_tenants_apart(app: FastAPI, client: httpx.Async
         response = await call(client, method, path, run_id, bob, schedule_id, thread_id)
         if path.startswith("/admin"):
             assert (response.status_code, response.json()["code"]) == (403, "forbidden"), where
+        elif (method, path) in REFUSED:
+            assert response.status_code == REFUSED[method, path], where
+        elif (method, path) in ANSWERS_TO_B:
+            assert (response.status_code, response.json()["code"]) == ANSWERS_TO_B[(method, path)], where
         elif any(name in path for name in TENANT_OBJECTS):
             assert (response.status_code, response.json()["code"]) == (404, "not_found"), where
         else:
@@ -127,7 +151,10 @@ async def test_every_route_keeps_tenants_apart(app: FastAPI, client: httpx.Async
             assert run_id not in shown(response), f"{where} shows A's run id to B"
             assert schedule_id not in shown(response), f"{where} shows A's schedule id to B"
             assert thread_id not in shown(response), f"{where} shows A's thread id to B"
-        if method == "GET" and any(name in path for name in TENANT_OBJECTS) and not path.startswith("/admin"):
+        if (
+            method == "GET" and any(name in path for name in TENANT_OBJECTS) and not path.startswith("/admin")
+            and (method, path) not in ENDLESS
+        ):
             mine = await call(client, method, path, run_id, alice, schedule_id, thread_id)
             assert mine.status_code == 200, f"{where}: the control with A's own key failed"
 
@@ -172,6 +199,8 @@ async def test_stream_tokens_open_one_run_only(app: FastAPI, client: httpx.Async
     for method, path in endpoints(app):
         if path in PUBLIC or (method, path) == ("GET", "/runs/{run_id}/events"):
             continue
+        if (method, path) in ENDLESS:  # the same run's events as AG-UI: accepted, and endless here
+            continue
         response = await client.request(method, fill(path, run_id), params={"token": token}, headers=JSON)
         if (method, path) == ("POST", "/runs/{run_id}/resume"):  # that run, but a read-only token
             assert (response.status_code, response.json()["code"]) == (403, "insufficient_scope")
@@ -184,7 +213,9 @@ async def test_stream_tokens_open_one_run_only(app: FastAPI, client: httpx.Async
     signature = token.split(".")[1]
     extended = f"{_payload(run_id, 'alice', time.time() + 3600)}.{signature}"  # a new expiry, the old signature
     retargeted = f"{_payload(bobs, 'alice', time.time() + 60)}.{signature}"
-    for bad in (expired, forged, extended, retargeted, "", ".", token.split(".")[0], "x" * 500):
+    response = await client.get(events, params={"token": expired}, headers=JSON)
+    assert (response.status_code, response.json()["code"]) == (401, "token_expired")
+    for bad in (forged, extended, retargeted, "", ".", token.split(".")[0], "x" * 500):
         assert refused(await client.get(events, params={"token": bad}, headers=JSON)), bad
 
     rng = random.Random(4)
@@ -199,3 +230,65 @@ async def test_stream_tokens_open_one_run_only(app: FastAPI, client: httpx.Async
     response = await client.get(events, params={"token": crossed}, headers=JSON)
     assert (response.status_code, response.json()["code"]) == (404, "not_found")
     assert MARK not in response.text
+
+
+# What a thread token opens (docs/threads.md, "Browser tokens"): its thread and its thread's runs.
+THREAD_TOKEN_ROUTES = {
+    ("GET", "/threads/{thread_id}"),
+    ("GET", "/threads/{thread_id}/messages"),
+    ("GET", "/threads/{thread_id}/runs"),
+    ("POST", "/threads/{thread_id}/runs"),
+    ("GET", "/runs/{run_id}/events"),
+    ("POST", "/runs/{run_id}/cancel"),
+    ("POST", "/runs/{run_id}/resume"),
+    # the AI SDK's chat: the chat id (a thread id here) in the path or the body
+    ("POST", "/ai-sdk/chat"),
+    ("GET", "/ai-sdk/chat/{chat_id}/messages"),
+    ("GET", "/ai-sdk/chat/{chat_id}/stream"),
+    # AG-UI: the thread in the body (its own: an interrupt answered that is not open), the run's events
+    ("POST", "/ag-ui/{agent}"),
+    ("GET", "/ag-ui/runs/{run_id}/events"),
+}
+# On its own thread these would follow the pending run to its end (test_api_ai_sdk.py has them).
+NOT_ON_OWN_THREAD = {("GET", "/ai-sdk/chat/{chat_id}/stream"), *ENDLESS}  # these follow a pending run
+
+
+async def test_thread_tokens_open_their_thread_and_its_runs_only(
+    app: FastAPI, client: httpx.AsyncClient, engine: AsyncEngine
+) -> None:
+    alice, bob = await new_key(engine, "alice"), await new_key(engine, "bob")
+    mine, other = [(await client.post("/threads", headers=alice)).json()["id"] for _ in range(2)]
+    bobs = (await client.post("/threads", headers=bob)).json()["id"]
+    body = {"agent": "demo", "input": {"prompt": MARK}}
+    run_in = {t: (await client.post(f"/threads/{t}/runs", json=body, headers=k)).json()["id"] for t, k in
+              ((mine, alice), (other, alice), (bobs, bob))}  # fmt: skip
+    loose = (await client.post("/runs", json=body, headers=alice)).json()["id"]  # a run in no thread
+    token = (await client.post(f"/threads/{mine}/token", headers=alice)).json()["token"]
+    auth = {"Authorization": f"Bearer {token}"}
+
+    for method, path in endpoints(app):
+        where = f"{method} {path}"
+        if path in PUBLIC:
+            continue
+        if (method, path) in THREAD_TOKEN_ROUTES:
+            if (method, path) not in NOT_ON_OWN_THREAD:
+                response = await call(client, method, path, run_in[mine], auth, thread_id=mine)
+                assert response.status_code < 400 or response.json()["code"] in ("not_waiting", "no_user_message"), (
+                    f"{where}: {response.text}"
+                )
+            # another thread of the same tenant, another tenant's thread, a run in no thread
+            for thread_id, run_id in ((other, run_in[other]), (bobs, run_in[bobs]), (NO_SUCH, loose)):
+                response = await call(client, method, path, run_id, auth, thread_id=thread_id)
+                assert (response.status_code, response.json()["code"]) == (401, "unauthorized"), where
+                assert MARK not in response.text, where
+            continue
+        response = await call(client, method, path, run_in[mine], auth, thread_id=mine)
+        assert (response.status_code, response.json()["code"]) == (401, "unauthorized"), where
+        # in the query string as well as in the header
+        response = await client.request(method, fill(path, run_in[mine], thread_id=mine), params={"token": token})
+        assert (response.status_code, response.json()["code"]) == (401, "unauthorized"), where
+
+    for thread_id, run_id in ((other, run_in[other]), (bobs, run_in[bobs])):  # nothing changed there
+        headers = alice if thread_id == other else bob
+        assert (await client.get(f"/runs/{run_id}", headers=headers)).json()["cancel_requested_at"] is None
+        assert (await client.get(f"/threads/{thread_id}/runs", headers=headers)).json()["items"][0]["id"] == run_id

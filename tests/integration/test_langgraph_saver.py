@@ -18,7 +18,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.agents.langgraph import RunqSaver
-from app.domain import Finish, LeaseLost
+from app.domain import Finish
+from app.errors import LeaseLost
 from app.queue import Fence, Queue
 from app.settings import get_settings
 

@@ -7,9 +7,9 @@ it did not use that URL.
 
 from __future__ import annotations
 
+import asyncpg
 import httpx
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.domain import Status
 from app.main import create_app
@@ -24,12 +24,16 @@ def pooled(url: str) -> str:
     return make_url(url).update_query_dict({"prepared_statement_cache_size": "0"}).render_as_string(hide_password=False)
 
 
-async def test_worker_listens_on_its_own_url(database_url: str, direct_database_url: str, engine: AsyncEngine, queue: Queue) -> None:
-    # Polling is slower than the test: only a NOTIFY can start the run in time.
-    async with in_process_worker(pooled(database_url), poll_s=60, listen_database_url=direct_database_url):
-        await wait_for(lambda: backends(engine, LISTEN_APP))
-        run = await enqueue_demo(queue, steps=0)
-        assert (await wait_finished(queue, run.id, within=5)).status is Status.DONE
+async def test_worker_listens_on_its_own_url(database_url: str, direct_database_url: str, queue: Queue) -> None:
+    admin = await asyncpg.connect(direct_database_url)
+    try:
+        # Polling is slower than the test: only a NOTIFY can start the run in time.
+        async with in_process_worker(pooled(database_url), poll_s=60, listen_database_url=direct_database_url):
+            await wait_for(lambda: backends(admin, LISTEN_APP))
+            run = await enqueue_demo(queue, steps=0)
+            assert (await wait_finished(queue, run.id, within=5)).status is Status.DONE
+    finally:
+        await admin.close()
 
 
 async def test_api_listens_on_its_own_url(database_url: str, direct_database_url: str) -> None:

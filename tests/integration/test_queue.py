@@ -18,17 +18,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.engine import asyncpg_dsn
-from app.domain import (
-    Claim,
-    Finish,
-    IdempotencyConflict,
-    LeaseLost,
-    NotRequeueable,
-    RunFinished,
-    RunNotFound,
-    Status,
-    WorkerInfo,
-)
+from app.domain import Claim, Finish, Status, WorkerInfo
+from app.errors import IdempotencyConflict, LeaseLost, NotRequeueable, RunFinished, RunNotFound
 from app.queue import CLAIM_BATCH, EVENTS_CHANNEL, Ended, Queue
 
 CLAIM_PARAMS = {"worker_id": "w1", "limit": 32, "lease_s": 30.0}
@@ -138,6 +129,23 @@ async def test_claim_skips_delayed_and_cancel_requested_runs(queue: Queue, engin
     claims = await queue.claim_batch(worker_id="w", limit=10)
     assert [c.run.id for c in claims] == [ready]
     assert delayed != ready
+
+
+async def test_a_short_claim_says_whether_a_concurrent_claim_held_runs_it_saw(
+    queue: Queue, engine: AsyncEngine
+) -> None:
+    """"The queue is empty" and "a concurrent claim held what I saw" differ: a woken worker that
+    lost its run to a concurrent claim looks again at once (app/worker/runner.py)."""
+    held = await enqueue(queue)
+    await enqueue(queue, delay_s=3600)  # not runnable: never counts as lost
+    async with engine.connect() as conn, conn.begin():  # the concurrent claim, mid-statement
+        await conn.execute(text("SELECT 1 FROM agent_runs WHERE id = :id FOR UPDATE"), {"id": held})
+        claims = await queue.claim_batch(worker_id="w1", limit=2)
+        assert (len(claims), claims.lost) == (0, True)
+    claims = await queue.claim_batch(worker_id="w1", limit=2)
+    assert ([c.run.id for c in claims], claims.lost) == ([held], False)
+    claims = await queue.claim_batch(worker_id="w1", limit=2)
+    assert (len(claims), claims.lost) == (0, False)
 
 
 async def test_claim_appends_started_event_and_counts_attempts(queue: Queue) -> None:

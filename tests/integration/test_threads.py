@@ -14,7 +14,8 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.domain import Claim, Finish, Status, Strategy, ThreadBusy, ThreadNotFound
+from app.domain import Claim, Finish, Status, Strategy
+from app.errors import ThreadBusy, ThreadNotFound
 from app.queue import CLAIM_BATCH, CLAIM_BATCH_CAPPED, Appended, Ended, NewRun, Queue
 
 TENANT = "acme"

@@ -10,16 +10,8 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.domain import (
-    Finish,
-    LeaseLost,
-    NotWaiting,
-    RunNotFound,
-    Status,
-    Strategy,
-    ThreadBusy,
-    Wait,
-)
+from app.domain import Finish, Status, Strategy, Wait
+from app.errors import LeaseLost, NotWaiting, RunNotFound, ThreadBusy
 from app.queue import Appended, NewRun, Queue
 from app.queue.statements import statement
 from tests.worker_support import check_event_log

@@ -183,3 +183,34 @@ async def test_the_registry_decides_whom_to_wake(queue: Queue, engine: AsyncEngi
         assert await woken_by(4) == {channels.RUNS}  # more runs than registered free slots
     finally:
         await conn.close()
+
+
+async def test_a_burst_while_every_worker_is_busy_is_claimed_as_they_free_up(
+    stats_url: str, stats: asyncpg.Connection
+) -> None:
+    """No run stays pending while a worker sits idle: the burst's wake-ups reach workers with no
+    free slot, and each claims again as its slot frees (the poll would take poll_s times the
+    idle workers, minutes here)."""
+    runs, enqueuers, poll_s, busy_s, run_s = 500, 4, 5.0, 3.0, 0.2
+    engine = create_engine(stats_url, pool_size=enqueuers)
+    queue = Queue(engine)
+
+    async def nothing_pending() -> bool:
+        return bool(await stats.fetchval("SELECT count(*) = 0 FROM agent_runs WHERE status = 'pending'"))
+
+    try:
+        async with idle_fleet(stats_url, stats, poll_s=poll_s):
+            for _ in range(IDLE_WORKERS):
+                await queue.enqueue(tenant_id="t1", agent="demo", input={"steps": 1, "step_s": busy_s})
+            await wait_until(nothing_pending, within=60, what="every worker busy")  # a precondition
+
+            async def enqueue(n: int) -> None:
+                for _ in range(n):
+                    await queue.enqueue(tenant_id="t1", agent="demo", input={"steps": 1, "step_s": run_s})
+
+            await asyncio.gather(*(enqueue(runs // enqueuers) for _ in range(enqueuers)))
+            # the issue's bound: the busy runs' end, the burst's share per worker, two polls
+            bound = busy_s + runs / IDLE_WORKERS * run_s + 2 * poll_s
+            await wait_until(nothing_pending, within=bound, what="the burst claimed")
+    finally:
+        await engine.dispose()

@@ -8,7 +8,8 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.domain import Finish, LeaseLost, Status
+from app.domain import Finish, Status
+from app.errors import LeaseLost
 from app.queue import Ended, Queue
 from app.worker.writer import Writer
 

@@ -14,6 +14,7 @@ import pytest
 
 from tests.api_support import ROOT, ApiProcess
 from tests.clients.conftest import new_key
+from tests.fakes.openai_server import FakeOpenAI
 
 NODE_DIR = ROOT / "tests" / "node"
 # Quick polls and leases: demo runs finish in a fraction of a second.
@@ -34,11 +35,20 @@ def api(database_url: str) -> Iterator[ApiProcess]:
         process.stop()
 
 @pytest.fixture(scope="package")
-def worker(api: ApiProcess, database_url: str) -> Iterator[subprocess.Popen[bytes]]:
+def model() -> Iterator[FakeOpenAI]:
+    """The fake model every `openai` run of the package talks to (tests script its turns)."""
+    with FakeOpenAI() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="package")
+def worker(api: ApiProcess, database_url: str, model: FakeOpenAI) -> Iterator[subprocess.Popen[bytes]]:
+    """The package's one worker: two would claim each other's runs on the shared database."""
+    openai = {"RUNQ_OPENAI_BASE_URL": model.base_url, "RUNQ_OPENAI_API_KEY": "sk-test"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.worker", "--concurrency", "16"],
         cwd=ROOT,
-        env=os.environ | {"RUNQ_DATABASE_URL": database_url, **SERVER_ENV},
+        env=os.environ | {"RUNQ_DATABASE_URL": database_url, **SERVER_ENV, **openai},
     )
     try:
         yield proc

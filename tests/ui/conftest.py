@@ -22,6 +22,7 @@ import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, Playwright, expect, sync_playwright
 
 from tests.api_support import ROOT, SECRET, ApiProcess
+from tests.fakes.openai_server import FakeOpenAI
 
 ARTIFACTS = ROOT / "tests" / "artifacts" / "ui"
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome")
@@ -111,11 +112,21 @@ def server(chromium: str, database_url: str) -> Iterator[UiServer]:
 
 
 @pytest.fixture(scope="package")
-def worker(server: UiServer, database_url: str) -> Iterator[subprocess.Popen[bytes]]:
+def model() -> Iterator[FakeOpenAI]:
+    """The scripted model the ``openai`` agent's runs call (the chat page's tests script it)."""
+    with FakeOpenAI() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="package")
+def worker(server: UiServer, database_url: str, model: FakeOpenAI) -> Iterator[subprocess.Popen[bytes]]:
+    """The one worker of the package: every test's runs share the database, so any worker here
+    may claim any of them, and this one runs the demo and the ``openai`` agent alike."""
+    model_env = {"RUNQ_OPENAI_BASE_URL": model.base_url, "RUNQ_OPENAI_API_KEY": "sk-fake"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.worker", "--concurrency", "4"],
         cwd=ROOT,
-        env=os.environ | {"RUNQ_DATABASE_URL": database_url, **SERVER_ENV},
+        env=os.environ | {"RUNQ_DATABASE_URL": database_url, **SERVER_ENV, **model_env},
     )
     try:
         yield proc

@@ -188,6 +188,7 @@ def test_admin_sees_workers_and_queue_stats(
         page.get_by_role("link", name="Stats").click()
         expect(page.locator('[data-stat="leased"] .tile-value')).not_to_have_text("0")
         expect(page.get_by_role("table", name="In-flight runs per tenant")).to_contain_text(keys.tenant)
+        expect(page.get_by_role("table", name="Use against limits per tenant")).to_contain_text(keys.tenant)
         admin.shot("stats")
     finally:
         api_client.post(f"/runs/{run['id']}/cancel", headers=keys.headers(keys.tenant_key))

@@ -56,5 +56,6 @@ def test_an_agent_that_cannot_import_stops_the_worker_at_once(tmp_path: Path) ->
         result = subprocess.run([RUNQ, *command], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
         assert result.returncode == 1
         assert result.stderr == (
-            "runq: agent 'ghost' (nosuchmodule:Ghost) cannot be imported: No module named 'nosuchmodule'\n"
+            "runq: agent 'ghost' (nosuchmodule:Ghost) cannot be imported: no module named 'nosuchmodule' "
+            f"(searched the installed packages and {tmp_path.resolve()}, {ROOT})\n"
         )

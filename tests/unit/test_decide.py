@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from app.agents.base import BudgetExceeded, DeadlineExceeded, FatalError, RetryableError
-from app.domain import DatabaseUnavailable, Ending, Finish, LeaseLost, Wait
+from app.domain import Ending, Finish, Wait
+from app.errors import DatabaseUnavailable, LeaseLost
 from app.worker.decide import AgentEnded, StopReason, decide
 
 RETURNED = AgentEnded(value={"text": "hi"})

@@ -6,9 +6,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
-from app.cli import _parser
+from app.cli.main import _parser
 from app.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,9 +20,27 @@ def _compose() -> dict[str, Any]:
     return loaded
 
 
-def _default(value: str) -> str:
-    """What compose substitutes for ``${VAR:-default}`` when VAR is unset."""
-    return re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", value)
+def _default(value: str, env: dict[str, str] | None = None) -> str:
+    """What compose substitutes with the variables of ``env`` set (``.env``) and the others
+    unset: ``${VAR:-default}``, ``${VAR:?error}`` and ``${VAR}``."""
+    env = env or {}
+
+    def one(match: re.Match[str]) -> str:
+        name, op, fallback = match.group(1), match.group(2), match.group(3) or ""
+        if env.get(name):
+            return env[name]
+        assert op != ":?", f"{name} is required: {fallback}"
+        return fallback if op == ":-" else ""
+
+    return re.sub(r"\$\{(\w+)(?:(:-|:\?)([^}]*))?\}", one, value)
+
+
+def _env_example() -> dict[str, str]:
+    lines = (ROOT / ".env.example").read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
+
+
+SECRETS = {"POSTGRES_PASSWORD": "s3cretpw", "RUNQ_SECRET_KEY": "k" * 32}
 
 
 def test_compose_has_the_production_shape() -> None:
@@ -33,8 +52,8 @@ def test_compose_has_the_production_shape() -> None:
     for name in ("migrate", "api", "worker"):
         env = services[name]["environment"]
         assert env["RUNQ_ENV"] == "production"
-        assert re.fullmatch(r"postgresql://\w+:\w+@postgres:5432/\w+", _default(env["RUNQ_DATABASE_URL"]))
-        assert re.fullmatch(r"postgresql://\w+:\w+@postgres:5432/\w+", env["RUNQ_LISTEN_DATABASE_URL"])
+        assert _default(env["RUNQ_DATABASE_URL"], SECRETS) == "postgresql://runq:s3cretpw@postgres:5432/runq"
+        assert _default(env["RUNQ_LISTEN_DATABASE_URL"], SECRETS) == "postgresql://runq:s3cretpw@postgres:5432/runq"
         assert services[name]["build"] == "."
     assert services["migrate"]["depends_on"] == {"postgres": {"condition": "service_healthy"}}
     for name in ("api", "worker"):
@@ -75,12 +94,53 @@ def test_workers_get_longer_than_their_grace_to_stop() -> None:
 def test_the_image_leaves_out_the_embedded_server_and_the_virtualenv() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     installs = re.findall(r"pip install ([^&\n]+)", dockerfile)
-    assert installs == ["-e '.[otel]' "], installs  # no [embedded], no [dev]; traces only when OTEL_* asks
+    # no [embedded], no [dev]; traces only when OTEL_* asks; the client for `runq runs follow`
+    assert installs == ["-e '.[otel]' ./clients/python "], installs
+    assert "COPY clients/python ./clients/python" in dockerfile
     ignored = set((ROOT / ".dockerignore").read_text().split())
-    assert {".venv/", ".runq/", ".git/"} <= ignored
+    assert {".venv/", ".runq/", ".git/", ".env"} <= ignored
 
 
 def test_readme_says_how_to_create_the_first_key_in_compose() -> None:
     readme = (ROOT / "README.md").read_text()
     assert "docker compose up" in readme
     assert "docker compose run --rm api runq keys create --tenant" in readme
+
+
+def test_the_password_is_written_once_in_env_and_required() -> None:
+    text = (ROOT / "docker-compose.yml").read_text()
+    assert "runq:runq@" not in text and '"runq" "runq"' not in text
+    assert text.count("${POSTGRES_PASSWORD:?") == 2  # postgres's own and the URLs': unset = refused
+    compose = _compose()
+    with pytest.raises(AssertionError, match="POSTGRES_PASSWORD is required"):
+        _default(compose["services"]["postgres"]["environment"]["POSTGRES_PASSWORD"])
+    assert _default(compose["configs"]["pgbouncer_users"]["content"], SECRETS) == '"runq" "s3cretpw"\n'
+    example = _env_example()
+    assert set(SECRETS) <= set(example) and not any(example[name] for name in SECRETS)  # the user fills them
+    assert ".env" in (ROOT / ".gitignore").read_text().split()
+
+
+def test_every_variable_compose_reads_is_in_env_example() -> None:
+    used = set(re.findall(r"\$\{(\w+)", (ROOT / "docker-compose.yml").read_text()))
+    documented = set(re.findall(r"^#? ?(\w+)=", (ROOT / ".env.example").read_text(), re.M))
+    assert used - documented <= {"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_TRACES_SAMPLER", "RUNQ_IMAGE"}
+
+
+def test_published_ports_are_this_machine_only_by_default() -> None:
+    services = _compose()["services"]
+    for name in ("api", "jaeger"):
+        for port in services[name]["ports"]:
+            assert _default(port, _env_example()).startswith("127.0.0.1:"), (name, port)
+    assert _default(services["api"]["ports"][0], {"RUNQ_API_BIND": "0.0.0.0"}) == "0.0.0.0:8000:8000"
+
+
+def test_the_pgbouncer_profile_says_which_compose_it_needs() -> None:
+    text = (ROOT / "docker-compose.yml").read_text()
+    assert "2.23.1" in text  # inline `configs.content` came with Compose 2.23.1
+    url = _compose()["x-runq"]["environment"]["RUNQ_DATABASE_URL"]
+    assert _default(url, SECRETS | {"RUNQ_DB_HOST": "pgbouncer:6432"}) == "postgresql://runq:s3cretpw@pgbouncer:6432/runq"
+
+
+def test_the_image_is_built_here_never_pulled_by_its_name() -> None:
+    runq = _compose()["x-runq"]
+    assert (runq["image"], runq["pull_policy"]) == ("${RUNQ_IMAGE:-runq}", "build")

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from app.domain import DatabaseUnavailable
+from app.errors import DatabaseUnavailable
 from app.worker.events import (
     BackgroundTake,
     EventBuffer,

@@ -25,7 +25,7 @@ WITHOUT_LANGGRAPH = textwrap.dedent(
 
     sys.meta_path.insert(0, NoLangGraph())
 
-    import app.main, app.worker.main, app.agents.openai, app.agents.demo, app.queue, app.cli
+    import app.main, app.worker.main, app.agents.openai, app.agents.demo, app.queue, app.cli.main
     from app.queue import GraphCheckpoints
     try:
         import app.agents.langgraph

@@ -335,9 +335,9 @@ async def test_client_error_is_fatal_with_the_providers_message(
     ("input", "message"),
     [
         ({}, "needs `prompt`"),
-        ({"messages": "hi"}, "`messages` must be"),
+        ({"messages": "hi"}, "messages: Input should be a valid list"),
         ({"prompt": "x", "tools": ["rm -rf"]}, "unknown tool 'rm -rf'"),
-        ({"prompt": "x", "temperature": "hot"}, "`temperature`"),
+        ({"prompt": "x", "temperature": "hot"}, "temperature: Input should be a valid number"),
     ],
 )
 async def test_invalid_input_is_fatal(agent: Agent, input: dict[str, Any], message: str) -> None:

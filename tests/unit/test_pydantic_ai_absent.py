@@ -21,9 +21,9 @@ WITHOUT_EXTRA = textwrap.dedent(
             return None
 
     sys.meta_path.insert(0, NoPydanticAI())
-    import app.main, app.worker.main, app.cli, app.agents.openai, app.agents.demo
+    import app.main, app.worker.main, app.cli.main, app.agents.openai, app.agents.demo
     from app.settings import Settings
-    from app.agents.base import load_agents
+    from app.agents.registry import load_agents
 
     load_agents(Settings().agent_registry)  # the built-in agents
     try:
@@ -39,7 +39,7 @@ WITHOUT_EXTRA = textwrap.dedent(
 NOT_ASKED = textwrap.dedent(
     """
     import sys
-    import app.main, app.worker.main, app.cli, app.agents.openai, app.agents.demo
+    import app.main, app.worker.main, app.cli.main, app.agents.openai, app.agents.demo
     loaded = [m for m in sys.modules if m == "pydantic_ai" or m.startswith(("pydantic_ai.", "app.agents.pydantic_ai"))]
     assert not loaded, loaded
     print("ok")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.redact import MASK, Redactor
+from app.guards.redact import MASK, Redactor
 
 SECRETS = [
     # (text, the secret that must disappear)

@@ -6,7 +6,7 @@ import asyncio
 import os
 from pathlib import Path
 
-from app.redact import Redactor
+from app.guards.redact import Redactor
 from app.tools.shell import ProcessGroups, run_shell
 
 

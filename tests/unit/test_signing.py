@@ -7,7 +7,7 @@ import base64
 
 import pytest
 
-from app.signing import SecretBox, SecretUnreadable, new_secret, signature_headers
+from app.guards.signing import SecretBox, SecretUnreadable, new_secret, signature_headers
 from tests.webhook_support import verify_signature
 
 

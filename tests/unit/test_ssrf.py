@@ -7,7 +7,7 @@ import ipaddress
 
 import pytest
 
-from app.ssrf import MAX_URL_LENGTH, UrlGuard, UrlRefused, is_forbidden
+from app.guards.ssrf import MAX_URL_LENGTH, UrlGuard, UrlRefused, is_forbidden
 from tests.webhook_support import FakeResolver
 
 RESOLVER = FakeResolver(

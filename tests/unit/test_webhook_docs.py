@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from app.signing import new_secret, signature_headers
+from app.guards.signing import new_secret, signature_headers
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "webhooks.md").read_text(encoding="utf-8")
 BODY = '{"type":"run.completed","run":{"output":{"text":"grüße"}}}'

@@ -1,4 +1,4 @@
-"""LangGraph graphs as runq agents (the ``runq[langgraph]`` extra, docs/agents-langgraph.md):
+"""LangGraph graphs as runq agents (the ``runq[langgraph]`` extra, docs/agents.md):
 :class:`LangGraphAgent` runs a ``StateGraph`` durably, checkpointed by :class:`RunqSaver`."""
 
 from app.agents.langgraph.agent import LangGraphAgent

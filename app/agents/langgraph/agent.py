@@ -33,6 +33,8 @@ from langgraph.types import Command, Interrupt
 from pydantic import BaseModel
 
 from app.agents.base import FatalError, RunContext
+from app.agents.chat_input import LangGraphInput
+from app.agents.inputs import parse_input
 from app.agents.langgraph.saver import RunqSaver
 from app.queue.graph_checkpoints import Fence
 from app.settings import Settings, get_settings
@@ -49,6 +51,7 @@ class LangGraphAgent:
     """
 
     graph: ClassVar[StateGraph[Any]]
+    input_schema: ClassVar[type[BaseModel] | None] = LangGraphInput  # None when graph_input reads another shape
     durability: ClassVar[Literal["sync", "async", "exit"]] = (
         "sync"  # a checkpoint committed before the next superstep
     )
@@ -96,23 +99,8 @@ class LangGraphAgent:
 
     def graph_input(self, input: Mapping[str, Any]) -> Any:
         """The graph's input for a run's input; override for another state schema."""
-        if isinstance(input.get("state"), dict):
-            return input["state"]
-        messages = input.get("messages")
-        if messages is not None:
-            if (
-                not isinstance(messages, list)
-                or not messages
-                or not all(isinstance(m, dict) for m in messages)
-            ):
-                raise FatalError(
-                    "`messages` must be a non-empty list of chat messages", code="invalid_input"
-                )
-            return {"messages": messages}
-        prompt = input.get("prompt")
-        if isinstance(prompt, str) and prompt:
-            return {"messages": [{"role": "user", "content": prompt}]}
-        raise FatalError("input needs `prompt`, `messages` or `state`", code="invalid_input")
+        chat = parse_input(LangGraphInput, input)
+        return chat.state if chat.state is not None else {"messages": chat.opening_messages()}
 
     async def _stream(
         self, ctx: RunContext, graph: CompiledStateGraph[Any], pending: Any, config: RunnableConfig

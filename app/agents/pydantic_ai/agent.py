@@ -6,7 +6,7 @@ import copy
 import json
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 from pydantic_ai import Agent
 from pydantic_ai.exceptions import ModelAPIError, ModelRequestRejectedError
 from pydantic_ai.models import Model
@@ -15,20 +15,19 @@ from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_core import to_jsonable_python
 
 from app.agents.base import FatalError, RetryableError, RunContext
+from app.agents.chat_input import ChatInput
 from app.agents.openai import OPENAI_HOST, opening
 from app.agents.pydantic_ai.chat import to_model_messages
 from app.agents.pydantic_ai.durability import RunqDurability
-from app.redact import redact
+from app.guards.redact import redact
 from app.settings import Settings, get_settings
 
 
-class PydanticAIInput(BaseModel):
-    """``{prompt}`` or ``{messages}`` (OpenAI chat format); other fields are accepted."""
+class PydanticAIInput(ChatInput):
+    """``{prompt}`` or ``{messages}`` (OpenAI chat format), and ``system``, as the ``openai``
+    agent's opening reads them; other fields are accepted."""
 
-    model_config = ConfigDict(extra="allow")
-
-    prompt: str | None = None
-    messages: list[dict[str, Any]] | None = None
+    system: str | None = None
 
 
 class PydanticAIAgent:

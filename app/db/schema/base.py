@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from sqlalchemy import MetaData, text
+from typing import Any
+
+from sqlalchemy import Column, Index, MetaData, Table, text
 
 metadata = MetaData(
     naming_convention={
@@ -18,3 +20,14 @@ NOW = text("now()")
 STATUSES = "'pending', 'leased', 'waiting', 'done', 'dead', 'cancelled'"
 # Non-terminal, as threads count it (a run in flight holds its thread's turn).
 NON_TERMINAL = "status NOT IN ('done', 'dead', 'cancelled')"
+
+
+def newest_first_index(name: str, table: Table, *leading: Column[Any]) -> Index:
+    """The index of a newest-first list page: ``leading`` narrows, then the keyset cursor's order."""
+    return Index(name, *leading, table.c.created_at.desc(), table.c.id.desc())
+
+
+def unique_per_tenant(name: str, table: Table, column: Column[Any]) -> Index:
+    """A tenant's own name for a row (an idempotency key, a chat id): optional, and where it is
+    given, one row per tenant has it (the insert's ``ON CONFLICT`` names this index)."""
+    return Index(name, table.c.tenant_id, column, unique=True, postgresql_where=text(f"{column.name} IS NOT NULL"))

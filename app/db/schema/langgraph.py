@@ -15,6 +15,16 @@ from sqlalchemy.dialects.postgresql import JSONB, UUID
 
 from app.db.schema.base import NOW, metadata
 
+
+def _checkpoint_key() -> list[Column[str]]:
+    """How LangGraph names a checkpoint (``checkpoint_ns`` empty for the root graph)."""
+    return [
+        Column("thread_id", Text, nullable=False),
+        Column("checkpoint_ns", Text, nullable=False, server_default=""),
+        Column("checkpoint_id", Text, nullable=False),
+    ]
+
+
 # LangGraph's checkpoints (app/agents/langgraph/saver.py), one row per checkpoint, whole: the
 # serialized checkpoint in LangGraph's own typed encoding, its metadata as jsonb for list
 # filters. ``run_id`` is the runq run whose lease fenced the write (null for the saver used on
@@ -23,9 +33,7 @@ from app.db.schema.base import NOW, metadata
 langgraph_checkpoints = Table(
     "langgraph_checkpoints",
     metadata,
-    Column("thread_id", Text, nullable=False),
-    Column("checkpoint_ns", Text, nullable=False, server_default=""),
-    Column("checkpoint_id", Text, nullable=False),
+    *_checkpoint_key(),
     Column("parent_checkpoint_id", Text),
     Column("type", Text, nullable=False),
     Column("checkpoint", LargeBinary, nullable=False),
@@ -39,9 +47,7 @@ langgraph_checkpoints = Table(
 langgraph_checkpoint_writes = Table(
     "langgraph_checkpoint_writes",
     metadata,
-    Column("thread_id", Text, nullable=False),
-    Column("checkpoint_ns", Text, nullable=False, server_default=""),
-    Column("checkpoint_id", Text, nullable=False),
+    *_checkpoint_key(),
     Column("task_id", Text, nullable=False),
     Column("idx", Integer, nullable=False),
     Column("task_path", Text, nullable=False, server_default=""),

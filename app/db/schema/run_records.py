@@ -8,7 +8,6 @@ from sqlalchemy import (
     Boolean,
     Column,
     DateTime,
-    ForeignKey,
     ForeignKeyConstraint,
     Index,
     Integer,
@@ -21,6 +20,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 
 from app.db.schema.base import NOW, metadata
+from app.db.schema.runs import run_id_column
 
 # Partitioned by RANGE (history_at), one partition per UTC day (app/queue/partitions.py), plus a
 # default one so that an insert never fails. The primary key must hold the partition key; the
@@ -51,12 +51,7 @@ EVENT_PARTITION = re.compile(r"^run_events_(default|before_\d{8}|\d{8})$")
 run_checkpoints = Table(
     "run_checkpoints",
     metadata,
-    Column(
-        "run_id",
-        UUID(as_uuid=True),
-        ForeignKey("agent_runs.id", ondelete="CASCADE"),
-        primary_key=True,
-    ),
+    run_id_column(primary_key=True),
     Column("state", JSONB, nullable=False),
     Column("attempt", Integer, nullable=False),
     Column("event_seq", Integer, nullable=False),
@@ -66,12 +61,7 @@ run_checkpoints = Table(
 run_effects = Table(
     "run_effects",
     metadata,
-    Column(
-        "run_id",
-        UUID(as_uuid=True),
-        ForeignKey("agent_runs.id", ondelete="CASCADE"),
-        nullable=False,
-    ),
+    run_id_column(nullable=False),
     Column("key", Text, nullable=False),
     Column("result", JSONB),
     Column("attempt", Integer, nullable=False),
@@ -85,12 +75,7 @@ waitpoints = Table(
     "waitpoints",
     metadata,
     Column("waitpoint_id", UUID(as_uuid=True), primary_key=True),
-    Column(
-        "run_id",
-        UUID(as_uuid=True),
-        ForeignKey("agent_runs.id", ondelete="CASCADE"),
-        nullable=False,
-    ),
+    run_id_column(nullable=False),
     Column("name", Text, nullable=False),
     Column("occurrence", Integer, nullable=False),
     Column("payload", JSONB),
@@ -113,12 +98,7 @@ Index(
 run_subscribers = Table(
     "run_subscribers",
     metadata,
-    Column(
-        "run_id",
-        UUID(as_uuid=True),
-        ForeignKey("agent_runs.id", ondelete="CASCADE"),
-        nullable=False,
-    ),
+    run_id_column(nullable=False),
     Column("subscriber_id", UUID(as_uuid=True), nullable=False),
     Column("seen_at", DateTime(timezone=True), nullable=False, server_default=NOW),
     PrimaryKeyConstraint("run_id", "subscriber_id"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     BigInteger,
     CheckConstraint,
@@ -18,7 +20,14 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 
-from app.db.schema.base import NON_TERMINAL, NOW, STATUSES, metadata
+from app.db.schema.base import (
+    NON_TERMINAL,
+    NOW,
+    STATUSES,
+    metadata,
+    newest_first_index,
+    unique_per_tenant,
+)
 
 agent_runs = Table(
     "agent_runs",
@@ -92,13 +101,8 @@ Index(
     postgresql_include=["tenant_id"],
     postgresql_where=text("status = 'leased'"),
 )
-Index(
-    "ix_agent_runs_tenant_created",
-    agent_runs.c.tenant_id,
-    agent_runs.c.created_at.desc(),
-    agent_runs.c.id.desc(),
-)
-Index("ix_agent_runs_created", agent_runs.c.created_at.desc(), agent_runs.c.id.desc())
+newest_first_index("ix_agent_runs_tenant_created", agent_runs, agent_runs.c.tenant_id)
+newest_first_index("ix_agent_runs_created", agent_runs)
 Index(
     "ix_agent_runs_finished",
     agent_runs.c.finished_at,
@@ -131,12 +135,19 @@ Index(
     agent_runs.c.thread_turn,
     postgresql_where=text(f"thread_id IS NOT NULL AND {NON_TERMINAL}"),
 )
+# A tenant's queued runs (pending or waiting), counted against its max_pending (docs/limits.md).
+# "tenant_id IS NOT NULL" (always true) keeps the claim, which names no tenant, off it.
+TENANT_QUEUED = "status IN ('pending', 'waiting') AND tenant_id IS NOT NULL"
+Index(
+    "ix_agent_runs_tenant_queued",
+    agent_runs.c.tenant_id,
+    postgresql_where=text(TENANT_QUEUED),
+)
 # Waiting runs counted for the metrics without reading history (claim and reaper never see them).
 Index("ix_agent_runs_waiting", agent_runs.c.updated_at, postgresql_where=text("status = 'waiting'"))
-Index(
-    "uq_agent_runs_idempotency",
-    agent_runs.c.tenant_id,
-    agent_runs.c.idempotency_key,
-    unique=True,
-    postgresql_where=text("idempotency_key IS NOT NULL"),
-)
+unique_per_tenant("uq_agent_runs_idempotency", agent_runs, agent_runs.c.idempotency_key)
+
+
+def run_id_column(**options: Any) -> Column[Any]:
+    """A record's ``run_id``: the run it belongs to, deleted with it."""
+    return Column("run_id", UUID(as_uuid=True), ForeignKey("agent_runs.id", ondelete="CASCADE"), **options)

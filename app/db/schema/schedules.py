@@ -16,7 +16,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 
-from app.db.schema.base import NOW, metadata
+from app.db.schema.base import NOW, metadata, newest_first_index
 
 schedules = Table(
     "schedules",
@@ -42,9 +42,4 @@ schedules = Table(
     CheckConstraint("every_s IS NULL OR every_s >= 1", name="every_s"),
 )
 Index("ix_schedules_due", schedules.c.next_run_at, postgresql_where=text("NOT paused"))
-Index(
-    "ix_schedules_tenant_created",
-    schedules.c.tenant_id,
-    schedules.c.created_at.desc(),
-    schedules.c.id.desc(),
-)
+newest_first_index("ix_schedules_tenant_created", schedules, schedules.c.tenant_id)

@@ -7,7 +7,6 @@ from sqlalchemy import (
     Column,
     DateTime,
     ForeignKey,
-    Index,
     Integer,
     PrimaryKeyConstraint,
     Table,
@@ -16,7 +15,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 
-from app.db.schema.base import NOW, metadata
+from app.db.schema.base import NOW, metadata, newest_first_index, unique_per_tenant
 
 # A conversation (docs/threads.md): its runs execute one at a time in creation order
 # (``run_count`` hands out their turns) and read and extend ``thread_messages``.
@@ -28,24 +27,15 @@ threads = Table(
     Column("metadata", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
     Column("idempotency_key", Text),
     Column("request_hash", Text),
+    Column("chat_id", Text),  # a chat frontend's own name for the conversation, unique per tenant
     Column("run_count", BigInteger, nullable=False, server_default="0"),
     Column("message_count", Integer, nullable=False, server_default="0"),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=NOW),
 )
-Index(
-    "ix_threads_tenant_created",
-    threads.c.tenant_id,
-    threads.c.created_at.desc(),
-    threads.c.id.desc(),
-)
-Index(
-    "uq_threads_idempotency",
-    threads.c.tenant_id,
-    threads.c.idempotency_key,
-    unique=True,
-    postgresql_where=text("idempotency_key IS NOT NULL"),
-)
+newest_first_index("ix_threads_tenant_created", threads, threads.c.tenant_id)
+unique_per_tenant("uq_threads_idempotency", threads, threads.c.idempotency_key)
+unique_per_tenant("uq_threads_chat_id", threads, threads.c.chat_id)
 
 # The history, ``idx`` from 0 without gaps. ``run_id`` (the run that added a message) has no
 # foreign key: retention purges old runs, the conversation stays.

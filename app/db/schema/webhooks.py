@@ -6,7 +6,6 @@ from sqlalchemy import (
     CheckConstraint,
     Column,
     DateTime,
-    ForeignKey,
     Index,
     Integer,
     Table,
@@ -16,7 +15,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import UUID
 
-from app.db.schema.base import NOW, metadata
+from app.db.schema.base import NOW, metadata, newest_first_index
+from app.db.schema.runs import run_id_column
 
 # The webhook outbox: one row per (run, event) a run's webhook asked for, written by a trigger on
 # run_events in the transaction of the event itself (docs/webhooks.md). ``id`` is the stable
@@ -27,12 +27,7 @@ webhook_deliveries = Table(
     "webhook_deliveries",
     metadata,
     Column("id", UUID(as_uuid=True), primary_key=True, server_default=text("gen_random_uuid()")),
-    Column(
-        "run_id",
-        UUID(as_uuid=True),
-        ForeignKey("agent_runs.id", ondelete="CASCADE"),
-        nullable=False,
-    ),
+    run_id_column(nullable=False),
     Column("tenant_id", Text, nullable=False),
     Column("url", Text, nullable=False),
     Column("event_seq", Integer, nullable=False),
@@ -54,12 +49,7 @@ Index(
     webhook_deliveries.c.next_attempt_at,
     postgresql_where=text("status = 'pending'"),
 )
-Index(
-    "ix_webhook_deliveries_status_created",
-    webhook_deliveries.c.status,
-    webhook_deliveries.c.created_at.desc(),
-    webhook_deliveries.c.id.desc(),
-)
+newest_first_index("ix_webhook_deliveries_status_created", webhook_deliveries, webhook_deliveries.c.status)
 
 # One signing secret per tenant, encrypted with a key derived from RUNQ_SECRET_KEY (app/signing.py).
 # After a rotation the previous one still signs until ``previous_until``.

@@ -54,17 +54,33 @@ room AS (
     -- free slots other workers have registered: runq_wake_workers woke them for the runs left
     SELECT coalesce(sum(slots - slots_in_use), 0) AS free FROM workers WHERE worker_id <> :worker_id
 )
--- notified is referenced here, so that its NOTIFY is evaluated
-SELECT c.*, ck.state AS resume_state,
-       -- more runnable runs left than those free slots: a slot of ours that frees claims again
+-- notified is referenced here, so that its NOTIFY is evaluated. One row even when nothing was
+-- claimed (its run columns null), for the outlook: more and lost.
+SELECT c.*, ck.state AS resume_state, o.more, o.lost
+  FROM (SELECT
+       -- more runnable runs left than those free slots: a slot of ours that frees claims again.
+       -- The statement's snapshot still shows the claimed runs pending, so no anti-join: the
+       -- probe counts that many more, on the claim's own index (never a scan of the history).
        (SELECT count(*) FROM (SELECT 1 FROM agent_runs p
                                WHERE p.status = 'pending' AND p.available_at <= now()
                                  AND p.cancel_requested_at IS NULL
-                                 AND NOT EXISTS (SELECT 1 FROM claimed WHERE claimed.id = p.id)
-                               -- the claim's own index (never a scan of the history)
                                ORDER BY p.queue_rank, p.created_at
-                               LIMIT (SELECT free FROM room) + 1) l) > (SELECT free FROM room) AS more
-  FROM claimed c LEFT JOIN run_checkpoints ck ON ck.run_id = c.id
+                               LIMIT (SELECT free FROM room) + (SELECT count(*) FROM claimed) + 1) l)
+           > (SELECT free FROM room) + (SELECT count(*) FROM claimed) AS more,
+       -- fewer than :limit claimed, yet this snapshot shows more runnable runs than that (the
+       -- claimed ones among them): a concurrent claim held the others. It may have been woken
+       -- for a run committed after this snapshot began, which nobody else is woken for: look
+       -- again at once.
+       CASE WHEN (SELECT count(*) FROM claimed) < CAST(:limit AS int) THEN
+           (SELECT count(*) FROM (SELECT 1 FROM agent_runs r
+                                   WHERE r.status = 'pending' AND r.available_at <= now()
+                                     AND r.cancel_requested_at IS NULL AND ${part:thread_turn_is_next}
+                                   ORDER BY r.queue_rank, r.created_at
+                                   LIMIT (SELECT count(*) FROM claimed) + 1) h)
+               > (SELECT count(*) FROM claimed)
+       ELSE false END AS lost) o
+  LEFT JOIN claimed c ON true
+  LEFT JOIN run_checkpoints ck ON ck.run_id = c.id
  WHERE (SELECT count(*) FROM notified) >= 0;
 
 -- name: claim_batch_capped

@@ -1,40 +1,45 @@
 -- A run's event log, its checkpoint and effect ledger, and who is following it.
 
--- name: append_events_if_leased
--- Events for many runs of one worker in one statement (one commit per flush, whatever the
--- number of runs), each fenced by its own lease: a run missing from the result lost its lease
--- and nothing was written for it. A non-null state also stores that run's checkpoint with its
--- events, atomically. Followers are woken for the runs that got something to read.
-WITH a AS (
-    SELECT * FROM unnest(CAST(:run_ids AS uuid[]), CAST(:lease_ids AS uuid[]), CAST(:states AS jsonb[]))
-        AS a(run_id, lease_id, state)
-),
-${part:buffered_events},
-${part:usage_deltas},
-${part:thread_messages},
-locked AS MATERIALIZED (
-    -- rows locked in id order, as the heartbeat and the endings lock them: batched statements
-    -- of one worker over the same runs never deadlock
-    SELECT r.id FROM agent_runs r JOIN a ON a.run_id = r.id
-     WHERE r.lease_id = a.lease_id AND r.status = 'leased'
-       AND (SELECT count(*) FROM thread_locked) >= 0  -- threads first
-     ORDER BY r.id
-       FOR UPDATE OF r
-), t AS (
-    -- seqs come from last_event_seq under the row lock: gapless, in commit order, also next
-    -- to the API's writes (a cancel request appends its event under the same lock). Not
-    -- updated_at: it is in an index (ix_agent_runs_waiting), and an update of an indexed column
-    -- is never HOT, so each flush of a streaming run wrote a new entry into every index of the
-    -- row; updated_at moves with the run's state changes, its events have their own created_at.
-    UPDATE agent_runs r
-       SET last_event_seq = r.last_event_seq + coalesce((SELECT max(e.n) FROM e WHERE e.run_id = r.id), 0),
-           usage = ${part:usage_added}  -- the delta added key by key
-      FROM locked, a
-     WHERE r.id = locked.id AND a.run_id = r.id AND r.lease_id = a.lease_id AND r.status = 'leased'
-    RETURNING r.id, r.last_event_seq, r.attempts, a.state, r.thread_id, r.cancel_reason, r.history_at
-), ev AS (
+-- part: appended_input
+-- Defines a: one row per run of the batch, with its checkpoint state (or null) and n, how many
+-- buffered events it has (counted by the worker, so no statement counts them again).
+a AS (
+    SELECT * FROM unnest(CAST(:run_ids AS uuid[]), CAST(:lease_ids AS uuid[]), CAST(:states AS jsonb[]),
+                         CAST(:event_counts AS int[]))
+        AS a(run_id, lease_id, state, n)
+)
+
+-- part: appended_leased
+-- The runs of a still leased under their lease, as r (the statement locks them in id order, as
+-- the heartbeat and the endings lock them: batched statements of one worker over the same runs
+-- never deadlock).
+SELECT r.id FROM agent_runs r JOIN a ON a.run_id = r.id
+ WHERE r.lease_id = a.lease_id AND r.status = 'leased'
+
+-- part: appended_seq
+-- The SET of the append's UPDATE of r that every run needs: its last seq. Seqs come from
+-- last_event_seq under the row lock: gapless, in commit order, also next to the API's writes (a
+-- cancel request appends its event under the same lock). Not updated_at: it is in an index
+-- (ix_agent_runs_waiting), and an update of an indexed column is never HOT, so each flush of a
+-- streaming run wrote a new entry into every index of the row; updated_at moves with the run's
+-- state changes, its events have their own created_at.
+last_event_seq = r.last_event_seq + a.n
+
+-- part: appended_fenced
+-- The rest of the append's UPDATE: the fence, and what t returns (keeps_messages: a thread's
+-- messages go with a checkpoint only).
+  FROM locked, a
+ WHERE r.id = locked.id AND a.run_id = r.id AND r.lease_id = a.lease_id AND r.status = 'leased'
+RETURNING r.id, r.last_event_seq, r.attempts, a.state, a.n, r.thread_id, r.cancel_reason, r.history_at,
+          a.state IS NOT NULL AS keeps_messages
+
+-- part: appended_written
+-- Defines ev, ck and notified from t, and ends the statement with its result: the events, the
+-- checkpoints, and one NOTIFY per 150 runs ("<run_id>:<last_seq>" joined by commas, under 8,000
+-- bytes) for the runs with something to read only: a hundred streams reading nothing is not free.
+ev AS (
     INSERT INTO run_events (run_id, seq, type, data, attempt, history_at)
-    SELECT t.id, t.last_event_seq - e.n + e.k, e.type, e.data, t.attempts, t.history_at
+    SELECT t.id, t.last_event_seq - t.n + e.k, e.type, e.data, t.attempts, t.history_at
       FROM t JOIN e ON e.run_id = t.id
     RETURNING run_id
 ), ck AS (
@@ -45,29 +50,55 @@ locked AS MATERIALIZED (
        SET state = excluded.state, attempt = excluded.attempt, event_seq = excluded.event_seq,
            created_at = now()
     RETURNING run_id
-),
-${part:tenant_usage_hourly},
-mt AS (
-    -- threads (§8): messages go with a checkpoint only, never from a run being rolled back;
-    -- each numbered after its thread's history (gapless under the thread's row lock)
-    SELECT t.thread_id, m.run_id, m.message,
-           row_number() OVER (PARTITION BY t.thread_id ORDER BY t.id, m.ord) AS k,
-           count(*) OVER (PARTITION BY t.thread_id) AS n
-      FROM t JOIN m ON m.run_id = t.id
-     WHERE t.state IS NOT NULL AND t.thread_id IS NOT NULL
-       AND t.cancel_reason IS DISTINCT FROM 'rolled_back'
-),
-${part:thread_messages_added},
-notified AS MATERIALIZED (
-    -- One NOTIFY per 150 runs ("<run_id>:<last_seq>" joined by commas, under 8,000 bytes), and
-    -- only for runs with something to read: a hundred streams reading nothing is not free
+), notified AS MATERIALIZED (
     SELECT pg_notify('${events_channel}', string_agg(n.id::text || ':' || n.last_event_seq, ',')) AS sent
       FROM (SELECT id, last_event_seq, (row_number() OVER ()) / 150 AS chunk
-              FROM t WHERE EXISTS (SELECT 1 FROM e WHERE e.run_id = t.id)) n
+              FROM t WHERE t.n > 0) n
      GROUP BY n.chunk
 )
 SELECT t.id, t.last_event_seq FROM t
- WHERE (SELECT count(*) FROM notified) >= 0;
+ WHERE (SELECT count(*) FROM notified) >= 0
+
+-- name: append_events_if_leased
+-- Events for many runs of one worker in one statement (one commit per flush, whatever the
+-- number of runs), each fenced by its own lease: a run missing from the result lost its lease
+-- and nothing was written for it. A non-null state also stores that run's checkpoint with its
+-- events, atomically. Followers are woken for the runs that got something to read. For a batch
+-- with no thread message and no usage; append_events_if_leased_with_extras for the others.
+WITH ${part:appended_input},
+${part:buffered_events},
+locked AS MATERIALIZED (
+    ${part:appended_leased}
+     ORDER BY r.id
+       FOR UPDATE OF r
+), t AS (
+    UPDATE agent_runs r
+       SET ${part:appended_seq}
+    ${part:appended_fenced}
+),
+${part:appended_written};
+
+-- name: append_events_if_leased_with_extras
+-- append_events_if_leased for a batch with thread messages or usage: also the threads'
+-- messages (with a checkpoint), and the runs' and their tenants' usage.
+WITH ${part:appended_input},
+${part:buffered_events},
+${part:usage_deltas},
+${part:thread_messages},
+locked AS MATERIALIZED (
+    ${part:appended_leased}
+       AND (SELECT count(*) FROM thread_locked) >= 0  -- threads first
+     ORDER BY r.id
+       FOR UPDATE OF r
+), t AS (
+    UPDATE agent_runs r
+       SET ${part:appended_seq},
+           usage = ${part:usage_added}  -- the delta added key by key
+    ${part:appended_fenced}
+),
+${part:tenant_usage_hourly},
+${part:thread_messages_added},
+${part:appended_written};
 
 -- name: read_events
 -- One run's events after a cursor; seqs commit in order, so none can appear later below it.

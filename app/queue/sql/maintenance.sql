@@ -39,16 +39,7 @@ WITH expired AS (
     RETURNING agent_runs.*
 ), ev AS (
     INSERT INTO run_events (run_id, seq, type, data, attempt, history_at)
-    SELECT t.id, t.last_event_seq,
-           CASE t.status WHEN 'pending' THEN 'run.retrying'
-                         WHEN 'cancelled' THEN 'run.cancelled'
-                         ELSE 'run.failed' END,
-           CASE t.status
-                WHEN 'pending' THEN jsonb_build_object('attempt', t.attempts, 'error_code', t.error_code,
-                                                       'available_at', t.available_at)
-                WHEN 'cancelled' THEN jsonb_build_object('reason', t.cancel_reason)
-                ELSE jsonb_build_object('error_code', t.error_code, 'error_message', t.error_message) END,
-           t.attempts, t.history_at
+    ${part:outcome_event}
       FROM t
     RETURNING run_id
 ), woken AS MATERIALIZED (

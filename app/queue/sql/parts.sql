@@ -1,14 +1,16 @@
--- Pieces of SQL that append_events_if_leased and finish_if_leased share, written once (the
--- claims' own are in claims.sql). A statement includes one as ${part:name}; each part says which
--- names it defines and which it reads from the statement around it. tests/golden/queue_sql.txt
--- shows the statements with their parts filled in.
+-- Pieces of SQL that statements of more than one file share, written once: the events, usage
+-- and thread messages of append_events_if_leased and finish_if_leased, the run.queued events of
+-- every enqueue, the outcome event of every ending (the claims' own parts are in claims.sql, the
+-- threads' in threads.sql). A statement includes one as ${part:name}; each part says which names
+-- it defines and which it reads from the statement around it. tests/golden/queue_sql.txt shows
+-- the statements with their parts filled in.
 
 -- part: buffered_events
--- Defines e: every run's buffered events (k numbers one run's events from 1, n counts them).
+-- Defines e: every run's buffered events (k numbers one run's events from 1; the statement's
+-- input carries how many each run has).
 e AS (
     SELECT x.run_id, x.type, x.data,
-           row_number() OVER (PARTITION BY x.run_id ORDER BY x.ord) AS k,
-           count(*) OVER (PARTITION BY x.run_id) AS n
+           row_number() OVER (PARTITION BY x.run_id ORDER BY x.ord) AS k
       FROM unnest(CAST(:event_run_ids AS uuid[]), CAST(:types AS text[]), CAST(:datas AS jsonb[]))
               WITH ORDINALITY AS x(run_id, type, data, ord)
 )
@@ -66,10 +68,18 @@ m AS (
 )
 
 -- part: thread_messages_added
--- Defines counted and added: the messages of mt (the statement says which runs' messages are
--- kept, k numbering them per thread and n counting them) appended to their threads' history,
--- numbered after it (gapless under the row lock taken in thread_locked).
-counted AS (
+-- Defines mt, counted and added: the messages of m whose run is in t with keeps_messages (the
+-- statement says when: with a checkpoint, or an ending that keeps them) and not being rolled
+-- back, appended to their threads' history, numbered after it (k numbers them per thread, n
+-- counts them; gapless under the row lock taken in thread_locked).
+mt AS (
+    SELECT t.thread_id, m.run_id, m.message,
+           row_number() OVER (PARTITION BY t.thread_id ORDER BY t.id, m.ord) AS k,
+           count(*) OVER (PARTITION BY t.thread_id) AS n
+      FROM t JOIN m ON m.run_id = t.id
+     WHERE t.keeps_messages AND t.thread_id IS NOT NULL
+       AND t.cancel_reason IS DISTINCT FROM 'rolled_back'
+), counted AS (
     UPDATE threads th
        SET message_count = th.message_count + c.n, updated_at = now()
       FROM (SELECT thread_id, max(n) AS n FROM mt GROUP BY thread_id) c
@@ -81,3 +91,30 @@ counted AS (
       FROM mt JOIN counted ON counted.id = mt.thread_id
     RETURNING thread_id
 )
+
+-- part: queued_events
+-- Defines queued: the run.queued event, the first of its log, of every run inserted in ins.
+queued AS (
+    INSERT INTO run_events (run_id, seq, type, data, attempt, history_at)
+    SELECT id, 1, 'run.queued', '{}'::jsonb, 0, history_at FROM ins
+    RETURNING run_id
+)
+
+-- part: outcome_event
+-- The select list of the outcome event (run.completed, run.retrying, ...) that a run t's new
+-- status announces, at its last_event_seq, with what the status ended with: written alike by
+-- the worker's endings and by the reaper's.
+SELECT t.id, t.last_event_seq,
+       CASE t.status WHEN 'done' THEN 'run.completed'
+                     WHEN 'pending' THEN 'run.retrying'
+                     WHEN 'cancelled' THEN 'run.cancelled'
+                     WHEN 'waiting' THEN 'run.waiting'
+                     ELSE 'run.failed' END,
+       CASE t.status
+            WHEN 'done' THEN jsonb_build_object('output', t.output)
+            WHEN 'waiting' THEN t.waitpoint
+            WHEN 'pending' THEN jsonb_build_object('attempt', t.attempts, 'error_code', t.error_code,
+                                                   'available_at', t.available_at)
+            WHEN 'cancelled' THEN jsonb_build_object('reason', t.cancel_reason)
+            ELSE jsonb_build_object('error_code', t.error_code, 'error_message', t.error_message) END,
+       t.attempts, t.history_at

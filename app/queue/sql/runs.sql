@@ -1,15 +1,21 @@
 -- The API's statements about a run as a whole: create it, read it, list them, ask it to stop.
 
 -- name: enqueue
--- A pending run and its run.queued (seq 1); no row when the tenant's idempotency key is taken.
+-- A pending run and its run.queued (seq 1); nothing when the tenant's idempotency key is taken.
 -- In a thread (its row locked by the caller), the run takes the thread's next turn.
 -- runq_wake_workers (migration 0012) wakes one idle worker, or all when none is registered free.
-WITH ins AS (
+-- Tenant limits (migration 0017): runq_admit_create refuses the create with one row (its limit,
+-- Retry-After, policy) when the tenant is over one, and nothing is inserted; every answer
+-- is one row, the run's columns null unless it was created.
+WITH gate AS MATERIALIZED (
+    SELECT * FROM runq_admit_create(:tenant_id, :idempotency_key, :limit_per_s, :limit_burst,
+                                    :limit_max_pending)
+), ins AS (
     INSERT INTO agent_runs (tenant_id, agent, priority, max_attempts, available_at, queue_rank,
                             input_json, budget_json, idempotency_key, request_hash,
                             on_disconnect, disconnect_grace_s, webhook, thread_id, thread_turn,
                             last_event_seq, traceparent)
-    VALUES (:tenant_id, :agent, :priority, :max_attempts,
+    SELECT :tenant_id, :agent, :priority, :max_attempts,
             now() + make_interval(secs => :delay_s),
             -- queue_rank is available_at minus priority x aging: one ascending key, one index
             now() + make_interval(secs => :delay_s)
@@ -17,21 +23,21 @@ WITH ins AS (
             CAST(:input AS jsonb), CAST(:budget AS jsonb), :idempotency_key, :request_hash,
             :on_disconnect, :disconnect_grace_s, CAST(:webhook AS jsonb),
             CAST(:thread_id AS uuid), CAST(:thread_turn AS bigint), 1,
-            :traceparent)  -- the creating request's trace context (docs/usage.md)
+            :traceparent  -- the creating request's trace context (docs/usage.md)
+     WHERE NOT EXISTS (SELECT FROM gate)
     ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING *
-), queued AS (
-    INSERT INTO run_events (run_id, seq, type, data, attempt, history_at)
-    SELECT id, 1, 'run.queued', '{}'::jsonb, 0, history_at FROM ins
-    RETURNING run_id
-), turn_taken AS (
+),
+${part:queued_events},
+turn_taken AS (
     -- threads (§8): the thread's turn counter (nothing for a run without a thread)
     UPDATE threads th
        SET run_count = ins.thread_turn, updated_at = now()
       FROM ins
      WHERE th.id = ins.thread_id
 )
-SELECT ins.*, runq_wake_workers(1) FROM ins;
+SELECT ins.*, gate.*, CASE WHEN ins.id IS NOT NULL THEN runq_wake_workers(1) END
+  FROM (SELECT) one LEFT JOIN gate ON true LEFT JOIN ins ON true;
 
 -- name: enqueue_many
 -- Many pending runs of one agent, each with its run.queued; idle workers with free slots for
@@ -47,11 +53,8 @@ WITH ins AS (
       FROM unnest(CAST(:inputs AS jsonb[])) WITH ORDINALITY AS i(input, ord)
      ORDER BY i.ord
     RETURNING id, history_at
-), queued AS (
-    INSERT INTO run_events (run_id, seq, type, data, attempt, history_at)
-    SELECT id, 1, 'run.queued', '{}'::jsonb, 0, history_at FROM ins
-    RETURNING run_id
-)
+),
+${part:queued_events}
 SELECT (SELECT array_agg(id) FROM ins) AS ids, runq_wake_workers((SELECT count(*) FROM ins));
 
 -- name: analyze_runs

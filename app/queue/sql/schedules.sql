@@ -86,11 +86,9 @@ WITH due AS (
      WHERE due.thread_id IS NULL OR turns.id IS NOT NULL
     ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, schedule_id, history_at
-), queued AS (
-    INSERT INTO run_events (run_id, seq, type, data, attempt, history_at)
-    SELECT id, 1, 'run.queued', '{}'::jsonb, 0, history_at FROM ins
-    RETURNING run_id
-), advanced AS (
+),
+${part:queued_events},
+advanced AS (
     UPDATE schedules s
        SET next_run_at = due.next_at, last_run_id = coalesce(ins.id, s.last_run_id), updated_at = now()
       FROM due LEFT JOIN ins ON ins.schedule_id = due.id

@@ -2,28 +2,35 @@
 -- thread does to the runs in flight. A thread's runs and its messages change under the
 -- thread's row lock, taken before any run's (the worker's fenced statements lock the same way).
 
+-- part: thread_out
+-- A thread t as the API shows it: busy while a run of it is not terminal, and its last run.
+t.*, EXISTS (SELECT 1 FROM agent_runs r
+              WHERE r.thread_id = t.id AND r.status NOT IN ('done', 'dead', 'cancelled')) AS busy,
+(SELECT r.id FROM agent_runs r WHERE r.thread_id = t.id AND r.thread_id IS NOT NULL
+  ORDER BY r.thread_turn DESC LIMIT 1) AS last_run_id
+
 -- name: create_thread
--- A new thread; no row when the tenant's idempotency key is taken.
-INSERT INTO threads (tenant_id, metadata, idempotency_key, request_hash)
-VALUES (:tenant_id, CAST(:metadata AS jsonb), :idempotency_key, :request_hash)
-ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+-- A new thread; no row when the tenant's idempotency key or chat id is taken.
+INSERT INTO threads (tenant_id, metadata, idempotency_key, request_hash, chat_id)
+VALUES (:tenant_id, CAST(:metadata AS jsonb), :idempotency_key, :request_hash, :chat_id)
+ON CONFLICT DO NOTHING
 RETURNING *, false AS busy, CAST(NULL AS uuid) AS last_run_id;
+
+-- name: get_thread_by_chat_id
+-- The tenant's thread a chat frontend named :chat_id, busy while a run of it is not terminal.
+SELECT ${part:thread_out}
+  FROM threads t
+ WHERE t.tenant_id = :tenant_id AND t.chat_id = :chat_id;
 
 -- name: get_thread_by_idempotency_key
 -- The thread an earlier request with this idempotency key created, with its request digest.
-SELECT t.*, EXISTS (SELECT 1 FROM agent_runs r
-                     WHERE r.thread_id = t.id AND r.status NOT IN ('done', 'dead', 'cancelled')) AS busy,
-       (SELECT r.id FROM agent_runs r WHERE r.thread_id = t.id AND r.thread_id IS NOT NULL
-         ORDER BY r.thread_turn DESC LIMIT 1) AS last_run_id
+SELECT ${part:thread_out}
   FROM threads t
  WHERE t.tenant_id = :tenant_id AND t.idempotency_key = :idempotency_key;
 
 -- name: get_thread
 -- One thread, busy while a run of it is not terminal; a null tenant (operators) sees all.
-SELECT t.*, EXISTS (SELECT 1 FROM agent_runs r
-                     WHERE r.thread_id = t.id AND r.status NOT IN ('done', 'dead', 'cancelled')) AS busy,
-       (SELECT r.id FROM agent_runs r WHERE r.thread_id = t.id AND r.thread_id IS NOT NULL
-         ORDER BY r.thread_turn DESC LIMIT 1) AS last_run_id
+SELECT ${part:thread_out}
   FROM threads t
  WHERE t.id = :thread_id AND (CAST(:tenant_id AS text) IS NULL OR t.tenant_id = :tenant_id);
 
@@ -36,10 +43,7 @@ SELECT t.* FROM threads t
 
 -- name: list_threads
 -- Newest first, after the keyset cursor (created_at, id) of the last row seen.
-SELECT t.*, EXISTS (SELECT 1 FROM agent_runs r
-                     WHERE r.thread_id = t.id AND r.status NOT IN ('done', 'dead', 'cancelled')) AS busy,
-       (SELECT r.id FROM agent_runs r WHERE r.thread_id = t.id AND r.thread_id IS NOT NULL
-         ORDER BY r.thread_turn DESC LIMIT 1) AS last_run_id
+SELECT ${part:thread_out}
   FROM threads t
  WHERE (CAST(:tenant_id AS text) IS NULL OR t.tenant_id = :tenant_id)
    AND (t.created_at, t.id) < (:before_at, :before_id)

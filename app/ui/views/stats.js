@@ -1,5 +1,6 @@
 // Queue stats (admins only): depth by status, oldest pending age, recent dead, in-flight per
-// tenant, the last hour as charts (queue depth, runs finished a minute), tokens per tenant (24 h).
+// tenant, the last hour as charts (queue depth, runs finished a minute), tokens per tenant (24 h),
+// and each tenant's use against its limits (docs/limits.md).
 
 import { duration, h, notice, replace } from "../dom.js";
 import { STATUSES } from "./runs.js";
@@ -19,17 +20,41 @@ function tile(label, value, { status, hint } = {}) {
   );
 }
 
+// "used / limit", or the use alone when the tenant has no such limit (0).
+function against(used, limit) {
+  return limit ? `${used} / ${limit}` : String(used);
+}
+
+function limitsTable(tenants) {
+  const rate = (t) =>
+    t.effective.create_per_s
+      ? `${t.effective.create_per_s}/s, burst ${t.effective.create_burst} (${Math.floor(t.use.create_tokens ?? 0)} left)`
+      : "–";
+  return table(
+    [
+      { label: "Tenant", cell: (t) => h("a", { href: `#/runs?tenant=${encodeURIComponent(t.tenant_id)}` }, t.tenant_id) },
+      { label: "Pending", cell: (t) => against(t.use.pending, t.effective.max_pending), class: "num" },
+      { label: "In flight", cell: (t) => against(t.use.inflight, t.effective.max_inflight), class: "num" },
+      { label: "Streams", cell: (t) => against(t.use.streams, t.effective.max_streams), class: "num" },
+      { label: "Create rate", cell: rate },
+    ],
+    tenants,
+    { caption: "Use against limits per tenant", empty: "No tenant yet." },
+  );
+}
+
 export function mountStats(view, { api }) {
   const tiles = h("div", { class: "tiles", role: "group", "aria-label": "Runs by status" });
   const health = h("div", { class: "tiles" });
   const tenants = h("div");
   const charts = h("div", { class: "charts" });
   const usage = h("div");
+  const limits = h("div");
   const message = h("div");
 
   async function load() {
     try {
-      const stats = await api.stats();
+      const [stats, tenantPage] = await Promise.all([api.stats(), api.tenants()]);
       replace(message);
       replace(
         tiles,
@@ -85,6 +110,7 @@ export function mountStats(view, { api }) {
           { caption: "Usage per tenant in the last 24 hours", empty: "No tokens used in the last 24 hours." },
         ),
       );
+      replace(limits, limitsTable(tenantPage.items));
     } catch (e) {
       replace(message, notice(`Could not load stats: ${e.message}`));
     }
@@ -106,6 +132,8 @@ export function mountStats(view, { api }) {
       tenants,
       h("h2", { class: "section-title" }, "Tokens per tenant, last 24 h"),
       usage,
+      h("h2", { class: "section-title" }, "Limits per tenant"),
+      limits,
     ),
   );
   const refresh = autoRefresh(load, REFRESH_MS);

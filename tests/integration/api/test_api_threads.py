@@ -13,7 +13,9 @@ from app.queue import Queue
 from tests.api_support import RUN_FIELDS, RunDriver, wait_for
 from tests.worker_support import in_process_worker
 
-THREAD_FIELDS = {"id", "tenant_id", "metadata", "status", "created_at", "updated_at", "last_run_id", "message_count"}
+THREAD_FIELDS = {
+    "id", "tenant_id", "metadata", "chat_id", "status", "created_at", "updated_at", "last_run_id", "message_count",
+}  # fmt: skip
 MESSAGE_FIELDS = {"index", "role", "content", "tool_calls", "tool_call_id", "run_id", "created_at"}
 
 

@@ -19,9 +19,9 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.api.webhooks import url_guard
+from app.guards.ssrf import MAX_URL_LENGTH, UrlGuard
 from app.main import create_app
 from app.settings import Settings
-from app.ssrf import MAX_URL_LENGTH, UrlGuard
 from app.worker.webhooks import sender_from_settings
 from tests.api_support import SECRET, create_run, new_key, wait_for
 from tests.webhook_support import FakeResolver, Receiver, verify_signature

@@ -8,7 +8,17 @@ from runq_client._sync import Client
 from runq_client._version import __version__
 from runq_client.calls import RetryPolicy
 from runq_client.errors import RunqConnectionError, RunqError, RunqTimeout
-from runq_client.models import Event, EventPage, Message, Page, Run, StreamToken, Thread, Waitpoint
+from runq_client.models import (
+    Event,
+    EventPage,
+    Message,
+    Page,
+    Run,
+    StreamToken,
+    Thread,
+    ThreadToken,
+    Waitpoint,
+)
 
 __all__ = [
     "AsyncClient",
@@ -24,6 +34,7 @@ __all__ = [
     "RunqTimeout",
     "StreamToken",
     "Thread",
+    "ThreadToken",
     "Waitpoint",
     "__version__",
 ]

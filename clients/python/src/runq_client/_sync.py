@@ -18,7 +18,16 @@ import httpx
 from runq_client import operations as ops
 from runq_client.calls import SILENCE_TIMEOUT_S, Call, RetryPolicy, client_headers, stream_timeout
 from runq_client.follow import Deadline, Follow
-from runq_client.models import Event, EventPage, Message, Page, Run, StreamToken, Thread
+from runq_client.models import (
+    Event,
+    EventPage,
+    Message,
+    Page,
+    Run,
+    StreamToken,
+    Thread,
+    ThreadToken,
+)
 from runq_client.operations import RunId
 
 T = TypeVar("T")
@@ -159,8 +168,17 @@ class Threads:
         self._client = client
         self.runs = ThreadRuns(client)
 
-    def create(self, *, metadata: Mapping[str, Any] | None = None, idempotency_key: str | None = None) -> Thread:
-        return self._client.send(ops.create_thread(metadata, idempotency_key))
+    def create(self, *, metadata: Mapping[str, Any] | None = None, idempotency_key: str | None = None,
+               chat_id: str | None = None) -> Thread:
+        """A new thread; ``chat_id`` names it as a chat frontend does (unique per tenant)."""
+        return self._client.send(ops.create_thread(metadata, idempotency_key, chat_id))
+
+    def token(self, thread_id: RunId, *, scopes: Sequence[str] | None = None, ttl_s: float | None = None,
+              agent: str | None = None, input: Mapping[str, Any] | None = None) -> ThreadToken:
+        """A token for a browser: this thread and its runs only (all four scopes by default)."""
+        return self._client.send(
+            ops.thread_token(thread_id, list(scopes) if scopes is not None else None, ttl_s, agent, input)
+        )
 
     def get(self, thread_id: RunId) -> Thread:
         return self._client.send(ops.get_thread(thread_id))

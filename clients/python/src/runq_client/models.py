@@ -146,6 +146,7 @@ class Thread(_Model):
     updated_at: datetime
     last_run_id: str | None = None
     message_count: int = 0
+    chat_id: str | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
@@ -175,6 +176,22 @@ class StreamToken(_Model):
     token: str
     expires_at: datetime
     scopes: list[str] = field(default_factory=lambda: ["read"])
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThreadToken(_Model):
+    """A token for a browser: one thread and its runs, with its scopes (``read``, ``run``,
+    ``resume``, ``cancel``), and the agent and input fields its runs are bound to."""
+
+    _datetimes: ClassVar[frozenset[str]] = frozenset({"expires_at"})
+
+    token: str
+    expires_at: datetime
+    thread_id: str
+    scopes: list[str]
+    agent: str | None = None
+    input: dict[str, Any] | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 

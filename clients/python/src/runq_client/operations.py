@@ -16,6 +16,7 @@ from runq_client.models import (
     Run,
     StreamToken,
     Thread,
+    ThreadToken,
     event_page,
     page_of,
 )
@@ -105,15 +106,27 @@ def stream_token(run_id: RunId, scopes: list[str] | None) -> Call[StreamToken]:
                 has_body=body is not None)
 
 
-def create_thread(metadata: Mapping[str, Any] | None, idempotency_key: str | None) -> Call[Thread]:
+def create_thread(metadata: Mapping[str, Any] | None, idempotency_key: str | None,
+                  chat_id: str | None = None) -> Call[Thread]:
+    body: dict[str, Any] = {"metadata": dict(metadata)} if metadata is not None else {}
+    if chat_id is not None:
+        body["chat_id"] = chat_id
     return Call(
         "POST",
         "/threads",
         Thread.from_json,
-        body={"metadata": dict(metadata)} if metadata is not None else {},
+        body=body,
         has_body=True,
         headers={"Idempotency-Key": idempotency_key or new_idempotency_key()},
     )
+
+
+def thread_token(thread_id: RunId, scopes: list[str] | None, ttl_s: float | None, agent: str | None,
+                 input: Mapping[str, Any] | None) -> Call[ThreadToken]:
+    """``POST /threads/{id}/token``: each call mints a new token, so a repeat is harmless."""
+    body = {"scopes": scopes, "ttl_s": ttl_s, "agent": agent, "input": dict(input) if input is not None else None}
+    return Call("POST", f"/threads/{_id(thread_id)}/token", ThreadToken.from_json,
+                body={k: v for k, v in body.items() if v is not None}, has_body=True)
 
 
 def get_thread(thread_id: RunId) -> Call[Thread]:

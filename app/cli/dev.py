@@ -24,7 +24,7 @@ import httpx
 from app.api.keys import create_key
 from app.db.migrate import upgrade
 from app.db.runtime import Database, open_database
-from app.redact import redact
+from app.guards.redact import redact
 from app.settings import Settings
 
 DEV_TENANT = "dev"

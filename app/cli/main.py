@@ -16,8 +16,11 @@ import sys
 import uuid
 from collections.abc import Sequence
 
-from app import cli_follow, cli_hooks
-from app.console import (
+from app.cli import agents as cli_agents
+from app.cli import follow as cli_follow
+from app.cli import hooks as cli_hooks
+from app.cli import tenants as cli_tenants
+from app.cli.console import (
     describe_error,
     describe_usage,
     parse_duration,
@@ -27,8 +30,8 @@ from app.console import (
 )
 from app.db.engine import engine_for
 from app.domain import Run, Status, Usage
+from app.guards.redact import redact_data
 from app.queue import Queue, WorkerView
-from app.redact import redact_data
 from app.settings import Settings, get_settings
 
 
@@ -86,6 +89,8 @@ def _parser() -> argparse.ArgumentParser:
         command.add_argument("--json", action="store_true", help="machine-readable output")
     cli_follow.add_parser(runs_sub)
     cli_hooks.add_parsers(sub)
+    cli_agents.add_parser(sub)
+    cli_tenants.add_parsers(sub)
     return parser
 
 
@@ -101,6 +106,8 @@ async def _operate(url: str, args: argparse.Namespace) -> int:
     try:
         if args.command in cli_hooks.COMMANDS:
             return await cli_hooks.run(queue, settings, args)
+        if args.command in cli_tenants.COMMANDS:
+            return await cli_tenants.run(queue, args)
         if args.command == "runs":
             if args.runs_command == "follow":
                 return await cli_follow.follow_database(queue, args)
@@ -212,12 +219,14 @@ def _keys(url: str, args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     from app.db.runtime import database
 
+    if args.command == "agents":  # no database: what this configuration would load
+        return cli_agents.run(settings, args)
     if args.command in ("api", "worker", "dev"):
-        from app.agents.base import load_agents
+        from app.agents.registry import load_agents
 
         load_agents(settings.agent_registry)  # refuse to start, rather than fail every run later
     if args.command == "dev":
-        from app.dev import run_dev
+        from app.cli.dev import run_dev
 
         return run_dev(settings, host=args.host, port=args.port, concurrency=args.concurrency)
 
@@ -266,6 +275,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"runq: {describe_error(exc)}", file=sys.stderr)
         return 1
 
-
-if __name__ == "__main__":
-    sys.exit(main())

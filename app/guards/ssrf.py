@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import httpx
 
+from app.errors import Refused
+
 MAX_URL_LENGTH = 2048
 RESOLVE_TIMEOUT_S = 5.0
 # NAT64 (RFC 6052) counts as global, but its low 32 bits are an IPv4 address it reaches.
@@ -27,13 +29,8 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], Awaitable[list[str]]]
 
 
-class UrlRefused(Exception):
-    """A webhook URL runq will not call; ``code`` is the problem code the API answers with."""
-
-    def __init__(self, code: str, detail: str) -> None:
-        super().__init__(detail)
-        self.code = code
-        self.detail = detail
+class UrlRefused(Refused):
+    """A webhook URL runq will not call."""
 
 
 @dataclass(frozen=True, slots=True)

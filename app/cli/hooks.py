@@ -7,11 +7,13 @@ import argparse
 import dataclasses
 import sys
 import uuid
+from collections.abc import Sequence
+from typing import Any
 
-from app.console import print_json, print_table
+from app.cli.console import print_json, print_table
+from app.guards.signing import SecretUnreadable, TenantSecrets
 from app.queue import Queue
 from app.settings import Settings
-from app.signing import SecretUnreadable, TenantSecrets
 
 COMMANDS = ("webhooks", "schedules", "threads")
 SCHEDULE_COLUMNS = ("id", "tenant_id", "agent", "cron", "every_s", "timezone", "paused", "next_run_at", "last_run_id")
@@ -59,12 +61,7 @@ async def run(queue: Queue, settings: Settings, args: argparse.Namespace) -> int
     if args.command == "threads":
         return await _threads(queue, args)
     if args.schedules_command == "list":
-        found = await queue.list_schedules(tenant_id=args.tenant, limit=args.limit)
-        if args.json:
-            print_json(found)
-        else:
-            print_table([dataclasses.asdict(s) for s in found], SCHEDULE_COLUMNS)
-        return 0
+        return _print_list(await queue.list_schedules(tenant_id=args.tenant, limit=args.limit), SCHEDULE_COLUMNS, args)
     if args.schedules_command == "delete":
         await queue.delete_schedule(args.schedule_id, tenant_id=None)
         print(f"deleted schedule {args.schedule_id}")
@@ -78,12 +75,7 @@ async def run(queue: Queue, settings: Settings, args: argparse.Namespace) -> int
 
 async def _threads(queue: Queue, args: argparse.Namespace) -> int:
     if args.threads_command == "list":
-        found = await queue.list_threads(tenant_id=args.tenant, limit=args.limit)
-        if args.json:
-            print_json(found)
-        else:
-            print_table([dataclasses.asdict(t) for t in found], THREAD_COLUMNS)
-        return 0
+        return _print_list(await queue.list_threads(tenant_id=args.tenant, limit=args.limit), THREAD_COLUMNS, args)
     thread = await queue.get_thread(args.thread_id, tenant_id=None)
     messages = await queue.thread_messages(thread.id, tenant_id=None, limit=MAX_SHOWN)
     runs = await queue.list_thread_runs(thread.id, tenant_id=None, limit=MAX_SHOWN)
@@ -95,4 +87,13 @@ async def _threads(queue: Queue, args: argparse.Namespace) -> int:
     print_table([{"index": m.index, "run_id": m.run_id, **m.message} for m in messages], MESSAGE_COLUMNS)
     print()
     print_table([{"turn": turn, **dataclasses.asdict(run)} for turn, run in runs], THREAD_RUN_COLUMNS)
+    return 0
+
+
+def _print_list(found: Sequence[Any], columns: Sequence[str], args: argparse.Namespace) -> int:
+    """A ``list`` command's output: JSON with ``--json``, else a table of ``columns``."""
+    if args.json:
+        print_json(found)
+    else:
+        print_table([dataclasses.asdict(item) for item in found], columns)
     return 0

@@ -90,7 +90,7 @@ def describe_error(exc: BaseException) -> str:
     from sqlalchemy.exc import DBAPIError
 
     from app.db.errors import database_down
-    from app.redact import redact
+    from app.guards.redact import redact
 
     if isinstance(exc, ValidationError):
         problems = "; ".join(

@@ -1,0 +1,95 @@
+// The team's backend in a few lines: it holds the tenant key, finds or creates the thread of a
+// chat and hands the browser a token for that thread alone. It also serves the built page
+// (dist/), so page and session share an origin and runq is called across origins (CORS).
+//
+//   RUNQ_URL=http://127.0.0.1:8000 RUNQ_KEY=rq_... RUNQ_CHAT_INPUT='{"tools":["shell"]}' \
+//   PORT=8787 node session-endpoint.js
+//
+// Node only, no dependencies. A real backend would first check who the user is and whether
+// the chat is theirs; this one trusts whoever asks.
+import { createServer } from "node:http";
+import { readFile } from "node:fs/promises";
+import { extname, join, normalize } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const RUNQ_URL = (process.env.RUNQ_URL ?? "http://127.0.0.1:8000").replace(/\/$/, "");
+// The URL the browser uses for runq, when it differs from the one this server uses.
+const PUBLIC_RUNQ_URL = (process.env.RUNQ_PUBLIC_URL ?? RUNQ_URL).replace(/\/$/, "");
+const RUNQ_KEY = process.env.RUNQ_KEY;
+const PORT = Number(process.env.PORT ?? 8787);
+const HOST = process.env.HOST ?? "127.0.0.1";
+// What every run of these chats gets, whatever the browser sends: bound into the token.
+const AGENT = process.env.RUNQ_CHAT_AGENT ?? "openai";
+const INPUT = JSON.parse(process.env.RUNQ_CHAT_INPUT ?? "{}");
+const DIST = join(fileURLToPath(new URL(".", import.meta.url)), "dist");
+const TYPES = { ".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".png": "image/png", ".svg": "image/svg+xml" };
+
+if (!RUNQ_KEY) {
+  console.error("RUNQ_KEY (a tenant key of runq) is needed");
+  process.exit(2);
+}
+
+async function runq(method, path, body) {
+  const response = await fetch(`${RUNQ_URL}${path}`, {
+    method,
+    headers: { Authorization: `Bearer ${RUNQ_KEY}`, "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await response.text();
+  return { status: response.status, body: text ? JSON.parse(text) : null };
+}
+
+// The chat id is the runq thread's id: a new chat gets a new thread, a known one must exist.
+async function session(chatId) {
+  let threadId = chatId;
+  if (!threadId) {
+    const created = await runq("POST", "/threads", { metadata: { source: "chat-example" } });
+    if (created.status !== 201) return created;
+    threadId = created.body.id;
+  }
+  const minted = await runq("POST", `/threads/${encodeURIComponent(threadId)}/token`, {
+    agent: AGENT,
+    input: INPUT,
+  });
+  if (minted.status !== 200 && minted.status !== 201) return minted;
+  return {
+    status: 200,
+    body: { runq_url: PUBLIC_RUNQ_URL, chat_id: threadId, token: minted.body.token, expires_at: minted.body.expires_at },
+  };
+}
+
+async function readJson(request) {
+  let raw = "";
+  for await (const chunk of request) raw += chunk;
+  return raw ? JSON.parse(raw) : {};
+}
+
+async function serveFile(path, response) {
+  const file = normalize(join(DIST, path === "/" ? "index.html" : path));
+  if (!file.startsWith(DIST)) return send(response, 404, "text/plain", "not found");
+  try {
+    send(response, 200, TYPES[extname(file)] ?? "application/octet-stream", await readFile(file));
+  } catch {
+    send(response, 404, "text/plain", "not found (npm run build first)");
+  }
+}
+
+function send(response, status, type, body) {
+  response.writeHead(status, { "content-type": type });
+  response.end(body);
+}
+
+createServer(async (request, response) => {
+  try {
+    const { pathname } = new URL(request.url, "http://localhost");
+    if (request.method === "POST" && pathname === "/session") {
+      const { chat_id: chatId } = await readJson(request);
+      const answer = await session(typeof chatId === "string" ? chatId : null);
+      return send(response, answer.status, "application/json", JSON.stringify(answer.body));
+    }
+    if (request.method === "GET") return serveFile(pathname, response);
+    send(response, 405, "text/plain", "method not allowed");
+  } catch (err) {
+    send(response, 502, "text/plain", String(err));
+  }
+}).listen(PORT, HOST, () => console.log(`chat page and session endpoint on http://${HOST}:${PORT}`));
