@@ -88,6 +88,8 @@ def _storable(value: Any) -> Any:
 # The last step of every field a request stores as jsonb: ``_check_json``'s refusal, a 422
 # naming the field, instead of a 500 from PostgreSQL.
 Storable = AfterValidator(_storable)
+# Text a request names that PostgreSQL stores or looks it up by (an AG-UI run id).
+StoredText = Annotated[str, Field(pattern=NO_NUL), Storable]
 StoredValue = Annotated[
     Any, WithJsonSchema({"allOf": [JSON_VALUE_REF]}), Storable  # a bare $ref would lose its description
 ]

@@ -17,7 +17,8 @@ from app.domain import Thread, ThreadMessage
 MAX_MESSAGE_CHARS = 100_000  # a prompt becomes a history message, sent to the model on every later run
 # A chat frontend's own name for a thread; it travels in URL paths (/ai-sdk/chat/{id}/stream), so
 # printable ASCII without a slash.
-ChatId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[!-.0-~]+$", examples=["chat_8f3k2"])]
+CHAT_ID_PATTERN = r"^[!-.0-~]+$"
+ChatId = Annotated[str, Field(min_length=1, max_length=200, pattern=CHAT_ID_PATTERN, examples=["chat_8f3k2"])]
 
 
 class CreateThread(BaseModel):

@@ -23,7 +23,7 @@ from app.api.problems import ApiProblem, problems
 from app.api.protocols.ag_ui_events import Segment, frames, translate_page
 from app.api.protocols.ag_ui_schemas import ResumeEntry, RunAgentInput
 from app.api.runs import MAX_SEQ, SSE_MEDIA_TYPE, event_cursor, new_run
-from app.api.schemas import CreateRun
+from app.api.schemas import NO_NUL, CreateRun
 from app.api.stream import SEND_TIMEOUT_S, follow_pages
 from app.api.webhooks import UrlGuardDep
 from app.domain import Run, Status, Strategy, Thread
@@ -93,7 +93,13 @@ async def _run_agent(
 )
 async def run_events(
     run_id: Annotated[
-        str, Path(min_length=1, max_length=200, description="runq's run id, or the `runId` the client sent")
+        str,
+        Path(
+            min_length=1,
+            max_length=200,
+            pattern=NO_NUL,
+            description="runq's run id, or the `runId` the client sent",
+        ),
     ],
     caller: Reader,
     runtime: RuntimeDep,

@@ -11,10 +11,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from app.api.schemas import StoredObject, StoredValue, _check_json
-from app.api.thread_schemas import MAX_MESSAGE_CHARS
+from app.api.schemas import StoredObject, StoredText, StoredValue, _check_json
+from app.api.thread_schemas import MAX_MESSAGE_CHARS, ChatId
 
-Id = Annotated[str, Field(min_length=1, max_length=200)]
+Id = Annotated[StoredText, Field(min_length=1, max_length=200)]
 
 
 class AgUiMessage(BaseModel):
@@ -57,7 +57,7 @@ class RunAgentInput(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    threadId: Id
+    threadId: ChatId
     runId: Id
     messages: Annotated[list[AgUiMessage], Field(max_length=10_000)]
     state: Any = None

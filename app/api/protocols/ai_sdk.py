@@ -30,7 +30,7 @@ from app.api.protocols.ai_sdk_chunks import (
 )
 from app.api.runs import new_run
 from app.api.stream import SEND_TIMEOUT_S, follow_pages
-from app.api.thread_schemas import CreateThreadRun
+from app.api.thread_schemas import CHAT_ID_PATTERN, ChatId, CreateThreadRun
 from app.api.threads import check_message_sizes
 from app.api.webhooks import UrlGuardDep
 from app.domain import Run, Status, Strategy, Thread
@@ -48,10 +48,13 @@ RESUMABLE = (Status.PENDING, Status.LEASED)  # what GET /ai-sdk/chat/{id}/stream
 INFLIGHT = (*RESUMABLE, Status.WAITING)
 HISTORY_PAGE = 1000
 
-ChatId = Annotated[
+ChatIdPath = Annotated[
     str,
     Path(
-        min_length=1, max_length=255, description="The chat id: a thread id or the thread's chat id"
+        min_length=1,
+        max_length=200,
+        pattern=CHAT_ID_PATTERN,
+        description="The chat id: a thread id or the thread's chat id",
     ),
 ]
 STREAM_RESPONSE: dict[int | str, dict[str, Any]] = {
@@ -67,7 +70,7 @@ class ChatRequest(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    id: Annotated[str, Field(min_length=1, max_length=255, description="The chat id")]
+    id: Annotated[ChatId, Field(description="The chat id: a thread id or the thread's chat id")]
     messages: list[dict[str, Any]] = Field(
         default_factory=list, description="The client's UIMessages; runq reads only the last"
     )
@@ -264,7 +267,7 @@ async def _answer(
         **problems(401, 404, 422, 429, 503),
     },
 )
-async def resume_chat(chat_id: ChatId, caller: Reader) -> Response:
+async def resume_chat(chat_id: ChatIdPath, caller: Reader) -> Response:
     """The answer in flight (``reconnectToStream``), from its first event: its whole message,
     then live to its end; 204 when no run of the chat is pending or running (or no such chat
     yet). Also with a thread token of the chat (`read`)."""
@@ -288,7 +291,7 @@ async def _in_flight(chat_id: str, caller: Caller) -> Response:
     response_model=ChatMessages,
     responses=problems(401, 404, 422, 503),
 )
-async def chat_messages(chat_id: ChatId, caller: Reader) -> ChatMessages:
+async def chat_messages(chat_id: ChatIdPath, caller: Reader) -> ChatMessages:
     """The chat as ``UIMessage``s for a reloaded page: each run's user message and its answer
     (a pending approval as an ``approval-requested`` tool part). The answer of a run still in
     flight is left out: the page's resume streams it whole. A chat with no message yet is

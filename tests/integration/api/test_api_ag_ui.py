@@ -141,6 +141,8 @@ async def test_the_events_resume_after_an_id_by_either_run_id(
         assert (hidden.status_code, hidden.json()["code"]) == (404, "not_found")
     bad = await client.get(f"/ag-ui/runs/{run_id}/events", headers=owner | {"Last-Event-ID": "x"})
     assert (bad.status_code, bad.json()["code"]) == (400, "invalid_cursor")
+    bad = await client.get("/ag-ui/runs/a%00b/events", headers=owner)
+    assert (bad.status_code, bad.json()["code"]) == (422, "validation_error")
     assert await wait_until(lambda: queue.get_run(uuid.UUID(run_id), tenant_id=None), within=5)
 
 
@@ -153,6 +155,9 @@ async def test_the_events_resume_after_an_id_by_either_run_id(
         ("/ag-ui/demo", body(resume=[{"interruptId": "x", "status": "resolved"}] * 2), 422, "one_interrupt"),
         ("/ag-ui/demo", body(resume=[{"interruptId": "not-a-waitpoint", "status": "resolved"}]), 409, "not_waiting"),
         ("/ag-ui/demo", body(forwardedProps={"input": {"x": "\u0000"}}), 422, "validation_error"),
+        ("/ag-ui/demo", body(threadId="a\u0000b"), 422, "validation_error"),
+        ("/ag-ui/demo", body(runId="a\u0000b"), 422, "validation_error"),
+        ("/ag-ui/demo", body(resume=[{"interruptId": "a\u0000b", "status": "resolved"}]), 422, "validation_error"),
         ("/ag-ui/demo", body("x" * 100_001), 422, "validation_error"),
     ],
 )

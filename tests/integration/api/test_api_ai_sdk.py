@@ -211,3 +211,17 @@ async def test_an_unstorable_input_is_a_validation_error(client: httpx.AsyncClie
     response = await client.post("/ai-sdk/chat", json=body, headers=alice)
     assert (response.status_code, response.json()["code"]) == (422, "validation_error")
     assert (await client.get("/threads", headers=alice)).json()["items"] == []  # a refused message makes no chat
+
+
+async def test_an_unstorable_chat_id_is_a_validation_error(client: httpx.AsyncClient, alice: dict[str, str]) -> None:
+    json_body = {**alice, "content-type": "application/json"}
+    for chat_id in ("a\u0000b", "\ud800"):  # json.dumps keeps the lone surrogate escaped
+        response = await client.post("/ai-sdk/chat", content=json.dumps(chat_body(chat_id, "hi", **DEMO)), headers=json_body)
+        assert (response.status_code, response.json()["code"]) == (422, "validation_error"), response.text
+    for text in ("a\u0000b", "\ud800"):
+        response = await client.post("/ai-sdk/chat", content=json.dumps(chat_body("nul-text", text, **DEMO)), headers=json_body)
+        assert response.status_code == 422, response.text
+    for path in ("/ai-sdk/chat/a%00b/messages", "/ai-sdk/chat/a%00b/stream"):
+        response = await client.get(path, headers=alice)
+        assert (response.status_code, response.json()["code"]) == (422, "validation_error"), response.text
+    assert (await client.get("/threads", headers=alice)).json()["items"] == []
