@@ -1,19 +1,19 @@
 """History that scales: run_events partitioned by day, retention by dropping whole partitions.
 
 Every event carries its run's ``history_at`` (the run's creation time, the table's partition
-key), held equal to the run row's by a composite foreign key, so all of a run's events live in
-one partition and a stream's read prunes to it. The reaper (app/worker/reaper.py) calls, each
+key), copied from the run row and moved with it by trigger (migration 0018), so all of a
+run's events live in one partition and a stream's read prunes to it. The reaper (app/worker/reaper.py) calls, each
 under the cluster-wide reaper lock:
 
 - :meth:`History.create_event_partitions`: one partition per UTC day, ``DAYS_AHEAD`` days
   ahead (rows that went to the default partition meanwhile are moved into theirs);
 - :meth:`History.rehome_unfinished`: a run still going ``GRACE_S`` after its ``history_at``
-  gets ``history_at = now()``, its events moving with it by ``ON UPDATE CASCADE``;
+  gets ``history_at = now()``, its events moving with it by trigger;
 - :meth:`History.drop_expired_partitions`: a partition whose day ended more than the
   retention plus ``GRACE_S`` ago holds only runs that finished before the retention window
   (a run still going would have been re-homed; a requeue re-homes too), so it is dropped whole;
-- :meth:`History.purge_finished`: then the run rows of dropped days, in batches; their cascade
-  to ``run_events`` finds nothing left. The history from before partitioning (one partition
+- :meth:`History.purge_finished`: then the run rows of dropped days, in batches; the trigger
+  that deletes their events finds nothing left. The history from before partitioning (one partition
   ``run_events_before_<day>``) is purged row by row as before, until it expires as well.
 
 So a finished run is kept for the retention, and at most two days more (its day, and the day
@@ -178,7 +178,7 @@ class History(Store):
 
     async def purge_finished(self, *, older_than_s: float, batch: int = 500, everywhere: bool = False) -> int:
         """Delete one batch of finished runs older than the age whose events are gone (the
-        history from before partitioning: with its events, by cascade). ``everywhere`` (an
+        history from before partitioning: with its events, by trigger). ``everywhere`` (an
         operator's ``runq purge``) also takes runs whose day is still there, their events row
         by row: what the operator asked for goes now, not when its day expires."""
         before = EVERYWHERE if everywhere else purge_before(await self.event_partitions())

@@ -561,7 +561,7 @@ async def test_purge_removes_only_old_finished_runs(queue: Queue, engine: AsyncE
         await queue.request_cancel(run_id, tenant_id="acme")
     async with engine.begin() as conn:
         await conn.execute(
-            # created and finished 40 days ago: its events (moved along by the foreign key) are in
+            # created and finished 40 days ago: its events (moved along by the trigger) are in
             # the default partition, which holds no day of its own and is purged row by row
             text(
                 "UPDATE agent_runs SET finished_at = now() - CAST(:age AS interval),"

@@ -8,7 +8,6 @@ from sqlalchemy import (
     Boolean,
     Column,
     DateTime,
-    ForeignKeyConstraint,
     Index,
     Integer,
     PrimaryKeyConstraint,
@@ -23,9 +22,10 @@ from app.db.schema.base import NOW, metadata
 from app.db.schema.runs import run_id_column
 
 # Partitioned by RANGE (history_at), one partition per UTC day (app/queue/partitions.py), plus a
-# default one so that an insert never fails. The primary key must hold the partition key; the
-# composite foreign key makes history_at a function of run_id (the run's own value), so
-# (run_id, seq, history_at) is unique exactly when (run_id, seq) is.
+# default one so that an insert never fails. The primary key must hold the partition key;
+# history_at is a function of run_id (every insert copies the run row's, and the triggers of
+# migration 0018 move the events when it changes), so (run_id, seq, history_at) is unique
+# exactly when (run_id, seq) is. No foreign key: its check locked the run row for each event.
 run_events = Table(
     "run_events",
     metadata,
@@ -37,12 +37,6 @@ run_events = Table(
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
     Column("history_at", DateTime(timezone=True), nullable=False),
     PrimaryKeyConstraint("run_id", "seq", "history_at"),
-    ForeignKeyConstraint(
-        ["run_id", "history_at"],
-        ["agent_runs.id", "agent_runs.history_at"],
-        ondelete="CASCADE",
-        onupdate="CASCADE",
-    ),
     postgresql_partition_by="RANGE (history_at)",
 )
 # The partitions of run_events, which the metadata does not list (Alembic leaves them alone).

@@ -15,7 +15,6 @@ from sqlalchemy import (
     Integer,
     Table,
     Text,
-    UniqueConstraint,
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB, UUID
@@ -81,8 +80,6 @@ agent_runs = Table(
     Column("wait_count", Integer, nullable=False, server_default="0"),
     CheckConstraint(f"status IN ({STATUSES})", name="status"),
     CheckConstraint("on_disconnect IN ('continue', 'cancel')", name="on_disconnect"),
-    # the target of run_events' composite foreign key
-    UniqueConstraint("id", "history_at"),
     # Heartbeats rewrite locked_until every few seconds: room on the page keeps them HOT.
     postgresql_with={"fillfactor": "70"},
 )

@@ -78,7 +78,7 @@ SELECT r.id FROM agent_runs r
 -- name: purge_finished
 -- Retention: one batch of finished runs older than the age whose events partition is gone
 -- (history_at < :before, the oldest day partition still there; see app/queue/partitions.py), so
--- the cascade to run_events finds nothing left to delete row by row. Oldest first by creation;
+-- the trigger that deletes a run's events finds nothing left to delete row by row. Oldest first by creation;
 -- a run created that early but still going or re-homed is rare, so the scan skips few. The
 -- LangGraph checkpoints of a run outside a thread (their thread id is the run's) go with it; a
 -- thread's graph stays with its thread.
@@ -120,8 +120,8 @@ SELECT p.name, p.is_default, p.lo, p.hi,
  ORDER BY p.is_default, p.lo NULLS FIRST;
 
 -- name: partition_lock_timeout
--- Partition DDL locks run_events (and, for a new partition's foreign key, agent_runs) for a
--- moment: it gives up rather than queue every statement behind a long one; the next pass retries.
+-- Partition DDL locks run_events for a moment: it gives up rather than queue every statement
+-- behind a long one; the next pass retries.
 SET LOCAL lock_timeout = '200ms';
 
 -- name: create_event_partition_table
@@ -140,12 +140,12 @@ INSERT INTO {partition} (run_id, seq, type, data, attempt, created_at, history_a
 SELECT run_id, seq, type, data, attempt, created_at, history_at FROM moved;
 
 -- name: attach_event_partition
--- The new partition joins run_events (its keys, foreign key and trigger are cloned onto it).
+-- The new partition joins run_events (its primary key is cloned onto it).
 ALTER TABLE run_events ATTACH PARTITION {partition} FOR VALUES FROM ({lo}) TO ({hi});
 
 -- name: rehome_unfinished_runs
 -- Runs still going a day after their history_at move their history to today's partition (the
--- foreign key's ON UPDATE CASCADE moves their events in the same statement), so an expired
+-- agent_runs_events_rehomed trigger moves their events in the same statement), so an expired
 -- partition never holds a run that can still write.
 WITH old AS (
     SELECT id FROM agent_runs

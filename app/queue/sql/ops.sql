@@ -9,8 +9,8 @@ WITH t AS (
            finished_at = NULL, output = NULL, cancel_requested_at = NULL, cancel_reason = NULL,
            error_code = NULL, error_message = NULL, detached_at = NULL,
            -- a finished run going again moves its history to today's partition (its events
-           -- follow by the foreign key's ON UPDATE CASCADE), so that no partition still to be
-           -- dropped holds a run that runs (app/queue/partitions.py)
+           -- follow by the agent_runs_events_rehomed trigger), so that no partition still to
+           -- be dropped holds a run that runs (app/queue/partitions.py)
            history_at = now(),
            last_event_seq = last_event_seq + cardinality(CAST(:types AS text[])),
            updated_at = now()

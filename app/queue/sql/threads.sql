@@ -96,7 +96,7 @@ UPDATE threads
  WHERE id = :thread_id;
 
 -- name: delete_thread
--- Delete an idle thread; its messages and runs (and their events) go by cascade, and the
+-- Delete an idle thread; its messages and runs go by cascade (their events by trigger), and the
 -- LangGraph checkpoints of its graph (LangGraph's thread id is the thread's) with them.
 WITH graph_writes AS (
     DELETE FROM langgraph_checkpoint_writes WHERE thread_id = CAST(CAST(:thread_id AS uuid) AS text)
