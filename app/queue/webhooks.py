@@ -1,6 +1,6 @@
 """The webhook outbox and the tenants' sealed signing secrets (docs/webhooks.md).
 
-Outbox rows are written by the ``run_events`` trigger of migration 0006, so no run statement
+Outbox rows are written by the ``agent_runs`` trigger of migration 0019, so no run statement
 here or elsewhere knows about webhooks; these statements take due deliveries under a short
 lease, settle each attempt fenced by its attempt number, and serve the admin views.
 """

@@ -19,7 +19,7 @@ from app.db.schema.base import NOW, metadata, newest_first_index
 from app.db.schema.runs import run_id_column
 
 # The webhook outbox: one row per (run, event) a run's webhook asked for, written by a trigger on
-# run_events in the transaction of the event itself (docs/webhooks.md). ``id`` is the stable
+# agent_runs in the statement that adds the event (docs/webhooks.md). ``id`` is the stable
 # ``webhook-id``; ``next_attempt_at`` doubles as the delivery's lease (pushed past the request's
 # timeout when a worker takes it), and ``attempts`` fences the taker's result.
 DELIVERY_STATUSES = "'pending', 'delivered', 'failed', 'stopped'"

@@ -1,5 +1,5 @@
 -- The webhook outbox and the tenants' signing secrets. Outbox rows are inserted by the
--- run_events trigger of migration 0006, in the transaction of the event they announce; these
+-- agent_runs trigger of migration 0019, in the statement of the event they announce; these
 -- statements take them, settle them, list them and send them again.
 
 -- name: claim_deliveries
