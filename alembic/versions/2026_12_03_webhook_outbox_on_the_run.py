@@ -3,10 +3,13 @@
 Migration 0006's trigger on ``run_events`` called its function for every outcome event
 (``run.completed``, ``run.failed``, ``run.cancelled``, ``run.waiting``) to look the run up and
 find, for almost every run, that it has no webhook. This one is on ``agent_runs``, and its
-``WHEN`` clause reads the row the statement just wrote: a run without a webhook, or an update
-that adds no event, never calls it. When called, it announces the outcome events the statement
-added (the seqs after the row's previous ``last_event_seq``), which it sees since an ``AFTER``
-trigger runs once the whole statement, its event insert included, is done.
+``WHEN`` clause reads the row the statement just wrote: a run without a webhook never calls it,
+nor does an update that adds no event or leaves the run in a status no announced event goes
+with (an outcome event is written with the status it announces: ``done``, ``dead``,
+``cancelled``, ``waiting``), such as a claim or a token append. When called, it announces the
+outcome events the statement added (the seqs after the row's previous ``last_event_seq``),
+which it sees since an ``AFTER`` trigger runs once the whole statement, its event insert
+included, is done.
 
 Revision ID: 0019
 Revises: 0018
@@ -43,7 +46,8 @@ $$
 """
 OUTBOX_TRIGGER = """
 CREATE TRIGGER agent_runs_webhook_outbox AFTER UPDATE OF last_event_seq ON agent_runs FOR EACH ROW
-  WHEN (NEW.webhook IS NOT NULL AND NEW.last_event_seq > OLD.last_event_seq)
+  WHEN (NEW.webhook IS NOT NULL AND NEW.last_event_seq > OLD.last_event_seq
+        AND NEW.status IN ('done', 'dead', 'cancelled', 'waiting'))
   EXECUTE FUNCTION runq_webhook_outbox_of_run()
 """
 # Migration 0006's, frozen here for the downgrade.
