@@ -2,9 +2,10 @@
 
 The composite foreign key ``run_events (run_id, history_at) → agent_runs (id, history_at)``
 checked every event row as it was inserted: a ``SELECT … FOR KEY SHARE`` of the run row, which
-locks it and writes WAL, three times for a run that does nothing (about half of what inserting
-the event costs). Every statement that inserts events already reads them off the run row it
-updates or inserts in the same statement, under that row's lock, so the check found nothing new.
+locks it and writes WAL, three times for a run that does nothing (two thirds of what inserting
+an event cost: 21–28 µs with the check, 7–9 µs without, measured over 10,000 inserts). Every
+statement that inserts events reads their ``history_at`` off the run row it updates or inserts
+in the same statement, under that row's lock, so the check found nothing new.
 What the key did besides, two triggers on ``agent_runs`` do: a deleted run takes its events
 with it, and a run whose ``history_at`` moves (the reaper's re-homing, an admin requeue) moves
 its events to that partition. No statement on the hot path deletes a run or sets ``history_at``,
