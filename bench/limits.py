@@ -6,7 +6,7 @@
 - ``neighbour``: two API processes on one database; a quiet tenant creates runs one at a time
   (at most ``QUIET_PER_S`` a second, alternating the two APIs) alone, then beside a noisy tenant whose 16 clients hammer creates
   and each hold an event stream open, first with the noisy tenant unlimited, then limited. A
-  noisy client that is refused waits its ``Retry-After`` (as ``runq_client`` does) or, in the
+  noisy client that is refused waits as ``runq_client`` does (its ``Retry-After``, then up to half again) or, in the
   ``hammer`` case, tries again at once. One worker process runs throughout: the quiet tenant's
   pickup (its run's ``run.started`` after its creation) is measured beside its create latency.
 """

@@ -3,8 +3,8 @@
 ``python -m bench.noisy_tenant PORT_A PORT_B --honour|--hammer`` with the tenant's key in
 ``RUNQ_BENCH_NOISY_KEY``: ``NOISY_CLIENTS`` clients hammer ``POST /runs`` and as many hold an
 event stream open, spread over the two APIs, until stdin closes; then it prints its counts as
-JSON. A refused client waits ``Retry-After`` (``--honour``, as ``runq_client`` does) or tries
-again at once (``--hammer``).
+JSON. A refused client waits as ``runq_client`` and ``/client.js`` do (``--honour``: the
+``Retry-After``, then up to half of it again at random) or tries again at once (``--hammer``).
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import json
 import os
 import sys
 
+from runq_client.calls import RetryPolicy
+
 from bench.http import HttpError, connection, json_body
 
 NOISY_CLIENTS = 16
@@ -22,7 +24,7 @@ BODY = json_body({"agent": "demo", "input": {"steps": 0}})
 # A noisy stream follows a run that starts only after the bench: the stream stays open and the
 # run takes no worker slot from anyone.
 HELD_BODY = json_body({"agent": "demo", "input": {"steps": 0}, "delay_s": 3600})
-RETRY_AFTER_S = 1.0  # what runq answers these limits with: whole seconds, 1 here
+RETRY_AFTER = {"retry-after": "1"}  # what runq answers these limits with: whole seconds, 1 here
 
 
 async def noise(ports: tuple[int, int], key: str, *, honour: bool, stop: asyncio.Event) -> dict[str, int]:
@@ -39,7 +41,7 @@ async def noise(ports: tuple[int, int], key: str, *, honour: bool, stop: asyncio
                 else:
                     counts["refused"] += 1
                     if honour:
-                        await asyncio.sleep(RETRY_AFTER_S)
+                        await asyncio.sleep(RetryPolicy().delay(0, RETRY_AFTER))
 
     async def stream(port: int) -> None:
         async with connection("127.0.0.1", port) as conn:
@@ -57,7 +59,7 @@ async def noise(ports: tuple[int, int], key: str, *, honour: bool, stop: asyncio
             except HttpError:
                 counts["streams_refused"] += 1
                 if honour:
-                    await asyncio.sleep(RETRY_AFTER_S)
+                    await asyncio.sleep(RetryPolicy().delay(0, RETRY_AFTER))
 
     tasks = [asyncio.create_task(f(ports[i % 2])) for i in range(NOISY_CLIENTS) for f in (creates, stream)]
     await stop.wait()

@@ -107,18 +107,16 @@ class Runs(Store):
             webhook=webhook,
             traceparent=traceparent,
         )
-        async with self._statement() as conn:
+        self._check_refusal(new)
+        async with self.create_turns.turn(tenant_id), self._statement() as conn:
             return await self._insert_run(conn, new)
 
     async def _insert_run(
         self, conn: AsyncConnection, new: NewRun, *, thread_id: uuid.UUID | None = None, thread_turn: int | None = None
     ) -> tuple[Run, bool]:
         """The ``enqueue`` statement on ``conn``; in a thread, the caller holds the thread's row lock.
-        A tenant over its create rate or ``max_pending`` gets :class:`LimitExceeded`, and nothing is stored;
-        until its wait is over, at once (a repeat with an idempotency key asks the database: it
-        may name a run already created)."""
-        if new.idempotency_key is None:
-            self.refusals.check(new.tenant_id, "create")
+        A tenant over its create rate or ``max_pending`` gets :class:`LimitExceeded`, and nothing
+        is stored (the caller asked :meth:`_check_refusal` first, before its turn)."""
         params = {
             "tenant_id": new.tenant_id,
             "agent": new.agent,
@@ -159,6 +157,12 @@ class Runs(Store):
         existing = await self._run_by_idempotency_key(conn, new)
         assert existing is not None
         return existing, False
+
+    def _check_refusal(self, new: NewRun) -> None:
+        """Until a refused tenant's wait is over, refuse its creates at once (a repeat with an
+        idempotency key asks the database: it may name a run already created)."""
+        if new.idempotency_key is None:
+            self.refusals.check(new.tenant_id, "create")
 
     async def _run_by_idempotency_key(self, conn: AsyncConnection, new: NewRun) -> Run | None:
         """The run an earlier request with ``new``'s key created, or :class:`IdempotencyConflict`

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from app.db.autocommit import one_statement
 from app.db.errors import translated
 from app.queue.refusals import Refusals
+from app.queue.turns import CreateTurns
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +56,7 @@ class Store:
         self.presence_ttl_s = presence_ttl_s
         self.limits = limits or LimitDefaults(max_inflight=tenant_max_inflight)
         self.refusals = Refusals()
+        self.create_turns = CreateTurns.of_pool(engine.pool)
         self._limits_checked_at = float("-inf")
         self._has_limits = False
 

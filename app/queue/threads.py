@@ -170,7 +170,8 @@ class Threads(Runs):
         creates nothing while a run of the thread is in flight. A repeat with the same
         idempotency key returns the first run, whatever the thread is doing now.
         """
-        async with self._tx() as conn:
+        self._check_refusal(new)
+        async with self.create_turns.turn(new.tenant_id), self._tx() as conn:
             row = await self._locked_thread(conn, thread_id, new.tenant_id)
             if new.idempotency_key is not None:
                 existing = await self._run_by_idempotency_key(conn, new)
@@ -189,7 +190,8 @@ class Threads(Runs):
         """A new answer to the thread's last question: the messages of its latest run go from
         the history and ``new`` takes its place at the end. :class:`ThreadBusy` while a run of
         the thread is in flight (only a finished answer can be replaced)."""
-        async with self._tx() as conn:
+        self._check_refusal(new)
+        async with self.create_turns.turn(new.tenant_id), self._tx() as conn:
             row = await self._locked_thread(conn, thread_id, new.tenant_id)
             if (await conn.execute(INFLIGHT_THREAD_RUNS, {"thread_id": thread_id})).first() is not None:
                 raise ThreadBusy(str(thread_id))

@@ -280,11 +280,12 @@ class Follower {
     }
   }
 
-  // The back-off, or the server's Retry-After when it gave one (a 429 at the tenant's limit).
+  // The back-off, or the server's Retry-After when it gave one (a 429 at the tenant's limit),
+  // and up to half of it again at random: streams refused together do not come back together.
   #retry(retryAfter = null) {
     if (this.#stopped) return;
     const backoff = Math.min(RETRY_MAX_MS, RETRY_MIN_MS * 2 ** this.#failures) * (0.5 + Math.random() / 2);
-    const delay = retryAfter ?? backoff;
+    const delay = retryAfter === null ? backoff : retryAfter * (1 + Math.random() / 2);
     this.#failures += 1;
     this.options.onState("reconnecting", delay);
     this.#retryTimer = setTimeout(() => {

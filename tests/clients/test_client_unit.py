@@ -85,7 +85,7 @@ def test_follow_gives_up_after_max_retries_without_progress() -> None:
 
 
 def test_retry_rules() -> None:
-    policy = RetryPolicy(max_retries=3)
+    policy = RetryPolicy(max_retries=3, retry_after_jitter=0)
     create, cancel = create_run("demo", {}, {}, None), cancel_run("r", None)
     assert policy.after_status(create, 0, 500, {}) is not None  # idempotent: it carries a key
     assert policy.after_status(cancel, 0, 500, {}) is None  # may have been done: not repeated
@@ -104,6 +104,15 @@ def test_retry_after_reads_seconds_and_http_dates() -> None:
     assert retry_after({}) is None and retry_after({"retry-after": "soon"}) is None
     later = email.utils.formatdate(time.time() + 30, usegmt=True)
     assert 25 < (retry_after({"retry-after": later}) or 0) <= 30
+
+
+def test_retry_after_is_waited_out_then_spread() -> None:
+    """Clients refused together come back at different times, none before Retry-After."""
+    policy = RetryPolicy()
+    delays = [policy.delay(0, {"retry-after": "2"}) for _ in range(50)]
+    assert all(2.0 <= d <= 3.0 for d in delays) and len(set(delays)) > 1
+    assert 60.0 <= policy.delay(0, {"retry-after": "3600"}) <= 90.0  # capped, then spread
+    assert RetryPolicy(retry_after_jitter=0).delay(0, {"retry-after": "2"}) == 2.0
 
 
 def test_create_retries_under_one_idempotency_key() -> None:

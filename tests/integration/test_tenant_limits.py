@@ -18,6 +18,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.db.engine import create_engine
 from app.errors import LimitExceeded
 from app.queue import LimitDefaults, Queue
 from app.queue.refusals import Refusals
@@ -255,6 +256,32 @@ async def test_unlimited_tenants_are_not_locked_or_counted(engine: AsyncEngine, 
         await queue.enqueue(tenant_id="alice", agent="demo", input={})
     async with engine.connect() as conn:
         assert (await conn.execute(text("SELECT count(*) FROM tenant_buckets"))).scalar_one() == 0
+
+
+async def test_a_tenants_creates_waiting_on_its_bucket_leave_the_pool_to_the_others(
+    engine: AsyncEngine, database_url: str
+) -> None:
+    """While a tenant's creates wait for its bucket's row, they hold at most their share of the
+    process's connections (app/queue/turns.py): another tenant's create goes through."""
+    small = create_engine(database_url, pool_size=4)  # a share of one connection
+    queue = Queue(small, limits=LimitDefaults(create_per_s=1000))
+    try:
+        await queue.enqueue(tenant_id="alice", agent="demo", input={})  # her bucket's row exists
+        async with engine.begin() as conn:
+            await conn.execute(text("SELECT 1 FROM tenant_buckets WHERE tenant_id = 'alice' FOR UPDATE"))
+            burst = [asyncio.create_task(queue.enqueue(tenant_id="alice", agent="demo", input={})) for _ in range(8)]
+
+            async def alice_waits_on_the_row() -> bool:
+                waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                return bool((await conn.execute(text(waiting))).scalar_one())
+
+            await wait_for(alice_waits_on_the_row)
+            _, created = await asyncio.wait_for(queue.enqueue(tenant_id="bob", agent="demo", input={}), 10)
+            assert created and not any(task.done() for task in burst)
+        assert all(created for _, created in await asyncio.gather(*burst))
+    finally:
+        await small.dispose()
+    assert await count_runs(engine, "alice") == 9
 
 
 def test_retry_after_is_whole_seconds() -> None:

@@ -98,17 +98,21 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """How often and how long to wait: exponential back-off with jitter, capped;
-    ``Retry-After`` wins when the server sends it (up to ``max_retry_after_s``)."""
+    ``Retry-After`` wins when the server sends it (up to ``max_retry_after_s``), waited out and
+    then up to ``retry_after_jitter`` of it again at random: clients refused together (a tenant's
+    burst over its rate) would otherwise all come back in the same instant, refused again
+    together, and slow every other tenant's requests in that instant."""
 
     max_retries: int = 5
     backoff_s: float = 0.2
     max_backoff_s: float = 5.0
     max_retry_after_s: float = 60.0
+    retry_after_jitter: float = 0.5
 
     def delay(self, failures: int, headers: Mapping[str, str] | None = None) -> float:
         hinted = retry_after(headers) if headers is not None else None
         if hinted is not None:
-            return min(hinted, self.max_retry_after_s)
+            return min(hinted, self.max_retry_after_s) * random.uniform(1.0, 1.0 + self.retry_after_jitter)
         return float(min(self.max_backoff_s, self.backoff_s * 2**failures) * random.uniform(0.5, 1.0))
 
     def after_status(self, call: Call[Any], failures: int, status: int, headers: Mapping[str, str]) -> float | None:
