@@ -13,6 +13,7 @@ from app.queue.store import Store
 LIST_WORKERS = statement("list_workers")
 LIVE_LEASES = statement("live_leases")
 FORGET_WORKER = statement("forget_worker")
+PASS_WAKEUPS = statement("pass_wakeups")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,3 +57,8 @@ class Workers(Store):
         """Remove a worker's row on its clean exit, so it is not listed until the reaper's pass."""
         async with self._statement() as conn:
             await conn.execute(FORGET_WORKER, {"worker_id": worker_id})
+
+    async def pass_wakeups(self, runs: int) -> None:
+        """Wake other workers with free slots for ``runs`` runs this worker cannot take."""
+        async with self._statement() as conn:
+            await conn.execute(PASS_WAKEUPS, {"runs": runs})

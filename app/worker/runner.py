@@ -82,19 +82,51 @@ class Runner:
         # it asked for answers them all (the queue was empty).
         self._owed = 0
         self._repoll = False  # woken by a freed slot only to set the poll again (_slot_freed)
+        self._claiming = 0  # the limit of the claim in flight
+        self._passing = 0  # targeted wake-ups to pass on (wake)
+        self._passer: asyncio.Task[None] | None = None
         self._stopping = False
         self._listening = False  # this worker's LISTEN session is up (app/worker/wakeup.py)
 
     # -- signals from outside --------------------------------------------------------------
 
-    def wake(self) -> None:
+    def wake(self, targeted: bool = False) -> None:
         """A new run may be waiting (NOTIFY). Kept while every slot is busy: the slot that frees
         first claims at once (a burst that arrives while the fleet is busy is claimed as the
-        workers free up, not at their next poll)."""
+        workers free up, not at their next poll).
+
+        A ``targeted`` wake-up (``runq_wake_workers`` picked a free slot of ours for the run)
+        that finds every free slot promised to earlier wake-ups is passed on to another worker
+        with room: two creates picked this worker before its claim marked the slot used, and
+        the second run would otherwise wait for one of our runs to end while others sit idle.
+        """
+        if targeted and self._owed >= self._free_slots():
+            self._pass_on()
+            return
         self._drained = False
         self._repoll = False
         self._owed += 1
         self._wake.set()
+
+    def _free_slots(self) -> int:
+        """Slots neither running a run nor asked for by the claim in flight."""
+        return self._concurrency - len(self._tasks) - self._claiming
+
+    def _pass_on(self) -> None:
+        self._passing += 1
+        if self._passer is None or self._passer.done():
+            self._passer = asyncio.create_task(self._pass_wakeups(), name="pass-wakeups")
+
+    async def _pass_wakeups(self) -> None:
+        """One statement for the wake-ups gathered meanwhile; a failure leaves them to the
+        other workers' polls, as a lost NOTIFY would."""
+        while self._passing:
+            runs, self._passing = self._passing, 0
+            try:
+                await self._queue.pass_wakeups(runs)
+            except Exception as exc:
+                log.warning("could not pass on %d wake-ups: %s", runs, exc,
+                            exc_info=not isinstance(exc, DatabaseUnavailable))  # fmt: skip
 
     def listening(self, up: bool) -> None:
         """The LISTEN session came up or went down: while down, poll at the full rate."""
@@ -120,9 +152,11 @@ class Runner:
             repoll, self._repoll = self._repoll and self._drained, False
             if free > 0 and not repoll:
                 owed = self._owed
+                self._claiming = free
                 try:
                     claims, claimed = await self._claim(free)
                 except Exception as exc:
+                    self._claiming = 0
                     # An outage is expected and logged in one line; anything else is a bug.
                     wait = backoff.next()
                     log.warning(
@@ -134,6 +168,7 @@ class Runner:
                     await self._sleep(wait)
                     continue
                 backoff.reset()
+                self._claiming = 0
                 arrived = self._owed - owed  # during the claim
                 emptied = len(claims) < free and not claims.lost  # the queue had no more for us
                 self._owed = arrived + (0 if emptied else max(owed - len(claims), 0))

@@ -3,7 +3,8 @@ new webhook deliveries wake the sender.
 
 New runs arrive on two channels: the worker's own (``channels.wake``), notified when
 ``runq_wake_workers()`` picked its free slots for them, so one new run wakes one idle worker
-and not the fleet; and the broadcast one, for when the registry shows too few free slots.
+and not the fleet (the runner passes on one it has no slot for); and the broadcast one, for
+when the registry shows too few free slots.
 
 NOTIFY only wakes; the table stays the truth, and the claim loop and the heartbeat poll it
 anyway, so a notification lost while the connection was down costs latency, never a run.
@@ -28,7 +29,7 @@ class Wakeup:
         dsn: str,
         *,
         worker_id: str,
-        on_new_run: Callable[[], None],
+        on_new_run: Callable[[bool], None],
         on_cancel: Callable[[uuid.UUID], None],
         on_webhook: Callable[[], None] | None = None,
         on_listening: Callable[[bool], None] = lambda _up: None,
@@ -46,8 +47,8 @@ class Wakeup:
 
     async def run(self) -> None:
         handlers = {
-            channels.RUNS: lambda _payload: self._on_new_run(),
-            self._own_channel: lambda _payload: self._on_new_run(),
+            channels.RUNS: lambda _payload: self._on_new_run(False),
+            self._own_channel: lambda _payload: self._on_new_run(True),  # targeted: for a free slot
             channels.CANCEL: self._cancel,
         }
         if self._on_webhook is not None:
@@ -67,7 +68,7 @@ class Wakeup:
 
     def _caught_up(self) -> None:
         self._on_listening(True)
-        self._on_new_run()
+        self._on_new_run(False)
         if self._on_webhook is not None:
             self._on_webhook()
 

@@ -214,3 +214,33 @@ async def test_a_burst_while_every_worker_is_busy_is_claimed_as_they_free_up(
             await wait_until(nothing_pending, within=bound, what="the burst claimed")
     finally:
         await engine.dispose()
+
+
+async def test_a_wakeup_for_a_slot_already_taken_is_passed_to_an_idle_worker(
+    queue: Queue, engine: AsyncEngine, database_url: str, direct_database_url: str
+) -> None:
+    """A targeted wake-up reaching a worker whose slot is taken (two creates picked it before its
+    claim) wakes a worker with room, instead of waiting for the busy one's run to end."""
+    settings = {"poll_s": 60.0, "lease_s": 10.0, "heartbeat_s": 1.0, "listen_database_url": direct_database_url}
+
+    async def scalar(query: str, *args: object) -> object:
+        async with engine.begin() as conn:  # committed: a NOTIFY is sent at commit
+            return (await conn.exec_driver_sql(query, args)).scalar()
+
+    async with (
+        in_process_worker(database_url, concurrency=1, **settings),
+        in_process_worker(database_url, concurrency=1, **settings),
+    ):
+        listening = "SELECT count(*) = 2 FROM pg_stat_activity WHERE application_name = 'runq-listen'"
+        await wait_until(lambda: scalar(listening), within=30, what="two workers listening")
+        long, _ = await queue.enqueue(tenant_id="t1", agent="demo", input={"steps": 1, "step_s": 30})
+        leased_by = "SELECT locked_by FROM agent_runs WHERE id = $1 AND status = 'leased'"
+        busy = await wait_until(lambda: scalar(leased_by, long.id), within=10, what="the long run claimed")
+        # a run the idle worker is woken for too early: its claim finds nothing, it goes back to
+        # its poll (a minute); then a wake-up reaches the busy worker alone
+        late, _ = await queue.enqueue(tenant_id="t1", agent="demo", input={}, delay_s=0.5)
+        available = "SELECT available_at <= now() FROM agent_runs WHERE id = $1"
+        await wait_until(lambda: scalar(available, late.id), within=5, what="the run available")
+        await scalar("SELECT pg_notify(wake_channel, '') FROM workers WHERE worker_id = $1", busy)
+        taker = await wait_until(lambda: scalar(leased_by, late.id), within=5, what="the run claimed")
+        assert taker != busy
