@@ -39,7 +39,7 @@ from app.agents.base import RunContext as RunqContext
 from app.agents.pydantic_ai import PydanticAIAgent
 from app.db.engine import create_engine
 from app.domain import Status
-from app.queue import Queue
+from app.queue import NewRun, Queue
 from app.settings import Settings
 from app.worker.main import serve
 from bench.server import BenchServer
@@ -181,7 +181,7 @@ async def _worker(url: str, base_url: str) -> AsyncIterator[Queue]:
 
 
 async def _runq(queue: Queue, input: dict[str, Any]) -> tuple[uuid.UUID, list[tuple[str, int, datetime]]]:
-    run, _ = await queue.enqueue(tenant_id="bench", agent="bench-pydantic-ai", input=input, max_attempts=3)
+    run, _ = await queue.enqueue(NewRun(tenant_id="bench", agent="bench-pydantic-ai", input=input, max_attempts=3))
     deadline = time.monotonic() + 300
     while not (await queue.get_run(run.id, tenant_id=None)).is_terminal:
         if time.monotonic() > deadline:

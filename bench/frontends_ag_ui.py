@@ -16,7 +16,7 @@ from typing import Any
 
 from app.db.engine import create_engine
 from app.domain import Finish
-from app.queue import Queue
+from app.queue import NewRun, Queue
 from bench.api_server import TENANT, Api, running_api
 from bench.http import connection
 from bench.procs import APP_NAME
@@ -58,7 +58,7 @@ async def _finished_runs(url: str, *, runs: int, steps: int) -> tuple[list[str],
     try:
         queue = Queue(engine, lease_s=3600)
         for _ in range(runs):
-            await queue.enqueue(tenant_id=TENANT, agent="demo", input={"prompt": "a prompt"})
+            await queue.enqueue(NewRun(tenant_id=TENANT, agent="demo", input={"prompt": "a prompt"}))
             (claim,) = await queue.claim_batch(worker_id="bench:ag-ui", limit=1)
             ref = {"run_id": claim.run.id, "lease_id": claim.lease_id}
             words = [("message.delta", {"text": w}) for w in ("a ", "few ", "words ", "to ", "stream")]

@@ -14,7 +14,7 @@ import uuid
 from typing import Any
 
 from app.db.engine import create_engine
-from app.queue import EVENTS_CHANNEL, Queue
+from app.queue import EVENTS_CHANNEL, NewRun, Queue
 from bench.procs import APP_NAME, children, connect, wait_for_workers
 from bench.server import BenchServer
 from bench.stats import summary
@@ -42,7 +42,7 @@ async def pickup(server: BenchServer, *, samples: int, gap_s: float = 0.02) -> d
                 await wait_for_workers(url, 1, sessions=WORKER_READY, watch=procs)
                 to_start, to_claim, committed = [], [], {}
                 for _ in range(samples):
-                    run, _ = await queue.enqueue(tenant_id="bench", agent="stamp", input={})
+                    run, _ = await queue.enqueue(NewRun(tenant_id="bench", agent="stamp", input={}))
                     committed[run.id] = time.time()
                     done = finished.setdefault(run.id, asyncio.Event())
                     await asyncio.wait_for(done.wait(), 10)

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from app.db.engine import create_engine
-from app.queue import EVENTS_CHANNEL, Queue
+from app.queue import EVENTS_CHANNEL, NewRun, Queue
 from bench.latency import AGENTS, COMPLETED_SEQ
 from bench.procs import APP_NAME, children, connect, wait_for, wait_for_workers
 from bench.server import BenchServer
@@ -78,7 +78,7 @@ async def _one(server: BenchServer, *, workers: int, samples: int, burst: int, m
                     before = await _claims(server, database)
                     to_start, committed = [], {}
                     for _ in range(samples):
-                        run, _ = await queue.enqueue(tenant_id="bench", agent="stamp", input={})
+                        run, _ = await queue.enqueue(NewRun(tenant_id="bench", agent="stamp", input={}))
                         committed[run.id] = time.time()
                         await asyncio.wait_for(finished.setdefault(run.id, asyncio.Event()).wait(), 30)
                         await asyncio.sleep(0.02)
@@ -91,7 +91,7 @@ async def _one(server: BenchServer, *, workers: int, samples: int, burst: int, m
 
                     async def enqueue(k: int) -> None:
                         for _ in range(k):
-                            await queue.enqueue(tenant_id="bench", agent="stamp", input={})
+                            await queue.enqueue(NewRun(tenant_id="bench", agent="stamp", input={}))
 
                     await asyncio.gather(*(enqueue(burst // ENQUEUERS) for _ in range(ENQUEUERS)))
 

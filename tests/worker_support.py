@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from app.domain import Event, Run
-from app.queue import Queue
+from app.queue import NewRun, Queue
 from app.settings import Settings
 from app.worker.main import serve
 from tests.invariants import event_log_violations
@@ -49,12 +49,12 @@ async def wait_until(
 async def enqueue_demo(queue: Queue, tenant_id: str = "t1", **fields: Any) -> Run:
     """A demo run; ``budget``/``max_attempts`` go to the run, everything else is input."""
     options = {k: fields.pop(k) for k in ("budget", "max_attempts", "agent") if k in fields}
-    run, _ = await queue.enqueue(
+    run, _ = await queue.enqueue(NewRun(
         tenant_id=tenant_id,
         agent=options.get("agent", "demo"),
         input=fields,
         budget=options.get("budget"),
-        max_attempts=options.get("max_attempts", 3),
+        max_attempts=options.get("max_attempts", 3)),
     )
     return run
 

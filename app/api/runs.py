@@ -63,7 +63,7 @@ async def create_run(
         body, principal, runtime, guard, idempotency_key,
         traceparent=run_traceparent(http_request.headers.get("traceparent")),
     )
-    run, created = await runtime.queue.enqueue(**{f: getattr(new, f) for f in NewRun.__dataclass_fields__})
+    run, created = await runtime.queue.enqueue(new)
     if created:
         RUNS_CREATED.labels(agent=run.agent).inc()
     else:

@@ -70,45 +70,14 @@ class NewRun:
 
 
 class Runs(Store):
-    async def enqueue(
-        self,
-        *,
-        tenant_id: str,
-        agent: str,
-        input: Mapping[str, Any],
-        budget: Mapping[str, Any] | None = None,
-        priority: int = 0,
-        max_attempts: int = 3,
-        delay_s: float = 0.0,
-        on_disconnect: str = "continue",
-        disconnect_grace_s: float = 30.0,
-        idempotency_key: str | None = None,
-        request_digest: str | None = None,
-        webhook: Mapping[str, Any] | None = None,
-        traceparent: str | None = None,
-    ) -> tuple[Run, bool]:
+    async def enqueue(self, new: NewRun) -> tuple[Run, bool]:
         """Store a pending run with its ``run.queued`` event; ``(run, created)``.
 
         A repeat with the same idempotency key returns the first run when the request digest
         matches and raises :class:`IdempotencyConflict` when it does not.
         """
-        new = NewRun(
-            tenant_id=tenant_id,
-            agent=agent,
-            input=input,
-            budget=budget,
-            priority=priority,
-            max_attempts=max_attempts,
-            delay_s=delay_s,
-            on_disconnect=on_disconnect,
-            disconnect_grace_s=disconnect_grace_s,
-            idempotency_key=idempotency_key,
-            request_digest=request_digest,
-            webhook=webhook,
-            traceparent=traceparent,
-        )
         self._check_refusal(new)
-        async with self.create_turns.turn(tenant_id), self._statement() as conn:
+        async with self.create_turns.turn(new.tenant_id), self._statement() as conn:
             return await self._insert_run(conn, new)
 
     async def _insert_run(

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.agents.langgraph import RunqSaver
 from app.domain import Status
-from app.queue import Queue
+from app.queue import NewRun, Queue
 from tests.chaos.conftest import SpawnWorker, WorkerProcess
 from tests.worker_support import check_event_log, wait_finished, wait_until
 
@@ -48,7 +48,7 @@ async def test_a_killed_worker_resumes_at_the_node_that_was_running(
     log = tmp_path / "nodes.log"
     env = {"RUNQ_AGENTS": AGENTS, "RUNQ_TEST_LANGGRAPH_LOG": str(log)}
     first = _spawn(spawn_worker, **env)
-    run, _ = await queue.enqueue(tenant_id="t1", agent="lg_three", input={"prompt": "go"})
+    run, _ = await queue.enqueue(NewRun(tenant_id="t1", agent="lg_three", input={"prompt": "go"}))
     await _started(log, "three", first)
 
     async def two_reported() -> bool:  # events are buffered: let two's be written first
@@ -85,7 +85,7 @@ async def test_a_zombie_writes_no_checkpoint(
     log = tmp_path / "nodes.log"
     env = {"RUNQ_AGENTS": AGENTS, "RUNQ_TEST_LANGGRAPH_LOG": str(log), "RUNQ_LEASE_S": "1"}
     zombie = _spawn(spawn_worker, **env)
-    run, _ = await queue.enqueue(tenant_id="t1", agent="lg_zombie", input={"prompt": "go"})
+    run, _ = await queue.enqueue(NewRun(tenant_id="t1", agent="lg_zombie", input={"prompt": "go"}))
     await _started(log, "two", zombie)
 
     os.kill(zombie.pid, signal.SIGSTOP)  # past its lease: the reaper gives the run to another

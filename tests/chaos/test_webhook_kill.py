@@ -8,7 +8,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.guards.signing import TenantSecrets
-from app.queue import Queue
+from app.queue import NewRun, Queue
 from tests.api_support import SECRET
 from tests.chaos.conftest import SpawnWorker
 from tests.webhook_support import HANG, Receiver, verify_signature
@@ -23,7 +23,7 @@ async def test_sigkill_mid_delivery_redelivers_with_the_same_id(
     spawn_worker: SpawnWorker, queue: Queue, engine: AsyncEngine
 ) -> None:
     async with Receiver(answers=[HANG]) as receiver:
-        run, _ = await queue.enqueue(tenant_id="t1", agent="demo", input={}, webhook={"url": receiver.url, "events": ["run.cancelled"]})
+        run, _ = await queue.enqueue(NewRun(tenant_id="t1", agent="demo", input={}, webhook={"url": receiver.url, "events": ["run.cancelled"]}))
         first = spawn_worker(**ENV)
         await queue.request_cancel(run.id, tenant_id=None)
         await wait_until(lambda: receiver.hanging, within=20, what="the first request to arrive")

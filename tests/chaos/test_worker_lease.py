@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.domain import Claim, Finish, Run, Status
 from app.errors import LeaseLost
-from app.queue import Queue
+from app.queue import NewRun, Queue
 from tests.chaos.conftest import SpawnWorker
 from tests.worker_support import check_event_log, enqueue_demo, running, wait_finished, wait_until
 
@@ -48,7 +48,7 @@ async def test_lease_survives_an_agent_blocking_the_event_loop(
     spawn_worker: SpawnWorker, queue: Queue
 ) -> None:
     spawn_worker(concurrency=1, RUNQ_LEASE_S=str(LEASE_S), RUNQ_HEARTBEAT_S="0.25")
-    run, _ = await queue.enqueue(tenant_id="t1", agent="blocker", input={"block_s": 3 * LEASE_S})
+    run, _ = await queue.enqueue(NewRun(tenant_id="t1", agent="blocker", input={"block_s": 3 * LEASE_S}))
     done = await reap_until_finished(queue, run.id, within=20)
     check_event_log(await queue.read_events(run.id))
     assert done.status is Status.DONE and done.attempts == 1

@@ -30,7 +30,7 @@ from app.db.engine import asyncpg_dsn, create_engine
 from app.db.migrate import upgrade
 from app.domain import Status
 from app.errors import DatabaseUnavailable
-from app.queue import Queue
+from app.queue import NewRun, Queue
 from tests.fakes import eventually
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
@@ -118,7 +118,7 @@ async def test_more_streaming_runs_than_pooled_connections(
     with FakeOpenAI() as model:
         model.script(*[Reply(text=TEXT, piece=2)] * RUNS)
         ids = [
-            (await queue.enqueue(tenant_id="t1", agent="openai", input={"prompt": "go"}))[0].id
+            (await queue.enqueue(NewRun(tenant_id="t1", agent="openai", input={"prompt": "go"})))[0].id
             for _ in range(RUNS)
         ]
         peak: list[int] = []
@@ -158,7 +158,7 @@ async def test_an_event_write_whose_backend_dies_is_retried_without_restarting_t
     with FakeOpenAI() as model:
         model.script(*[Reply(text=TEXT, piece=2, midway=midway)] * runs)
         ids = [
-            (await queue.enqueue(tenant_id="t1", agent="openai", input={"prompt": "go"}))[0].id
+            (await queue.enqueue(NewRun(tenant_id="t1", agent="openai", input={"prompt": "go"})))[0].id
             for _ in range(runs)
         ]
         worker = await _start_worker(low_limit_url, model, tmp_path / "worker.log", runs)

@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.domain import Finish
-from app.queue import Queue
+from app.queue import NewRun, Queue
 from app.queue.events import READ_EVENT_PAGES, READ_EVENTS
 from app.queue.partitions import DAYS_AHEAD, partition_name
 from app.worker.reaper import reap_once
@@ -67,7 +67,7 @@ async def past_days(queue: Queue, engine: AsyncEngine) -> AsyncIterator[list[dat
 
 
 async def finished_run(queue: Queue, text_: str = "x") -> uuid.UUID:
-    run, _ = await queue.enqueue(tenant_id="acme", agent="demo", input={})
+    run, _ = await queue.enqueue(NewRun(tenant_id="acme", agent="demo", input={}))
     (claim,) = await queue.claim_batch(worker_id="w", limit=1)
     await queue.append_events(run_id=run.id, lease_id=claim.lease_id, events=[("message.delta", {"text": text_})] * 3)
     await queue.finish(run_id=run.id, lease_id=claim.lease_id, finish=Finish.done({"ok": True}))
@@ -154,7 +154,7 @@ async def test_no_two_events_of_a_run_ever_share_a_seq(queue: Queue, engine: Asy
 
     # Every writer at once on one run: the worker's appends, the API's cancel, a re-home that
     # moves the rows between partitions meanwhile; seqs stay 1..N, each once.
-    run, _ = await queue.enqueue(tenant_id="acme", agent="demo", input={})
+    run, _ = await queue.enqueue(NewRun(tenant_id="acme", agent="demo", input={}))
     (claim,) = await queue.claim_batch(worker_id="w", limit=1)
 
     async def append() -> None:
@@ -178,7 +178,7 @@ async def test_a_run_still_going_after_a_day_and_a_requeued_one_move_their_histo
     queue: Queue, engine: AsyncEngine, past_days: list[date]
 ) -> None:
     finished = await finished_run(queue)
-    going, _ = await queue.enqueue(tenant_id="acme", agent="demo", input={})
+    going, _ = await queue.enqueue(NewRun(tenant_id="acme", agent="demo", input={}))
     await move_history(engine, going.id, past_days[0])
     await move_history(engine, finished, past_days[1])
     async with engine.begin() as conn:  # make it dead, so it can be requeued

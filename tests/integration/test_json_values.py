@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 
 from app.domain import Finish, Status, Wait
-from app.queue import Queue
+from app.queue import NewRun, Queue
 
 VALUES: list[Any] = ["yes", "123", "[1, 2]", '{"a": 1}', "", 7, 2.5, True, None, [1, "2"], {"k": "v"}]
 
 
 @pytest.mark.parametrize("value", VALUES, ids=repr)
 async def test_output_effect_checkpoint_and_resume_value_round_trip(queue: Queue, value: Any) -> None:
-    run, _ = await queue.enqueue(tenant_id="t1", agent="demo", input={})
+    run, _ = await queue.enqueue(NewRun(tenant_id="t1", agent="demo", input={}))
     (first,) = await queue.claim_batch(worker_id="w1", limit=1)
     await queue.record_effect(run_id=run.id, lease_id=first.lease_id, key="k", result=value)
     assert await queue.find_effect(run_id=run.id, key="k") == (True, value)

@@ -49,7 +49,7 @@ async def worker(
 
 
 async def _run(queue: Queue, agent: str, input: dict[str, Any], **fields: Any) -> uuid.UUID:
-    run, _ = await queue.enqueue(tenant_id=TENANT, agent=agent, input=input, **fields)
+    run, _ = await queue.enqueue(NewRun(tenant_id=TENANT, agent=agent, input=input, **fields))
     return run.id
 
 

@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.agents.langgraph import RunqSaver
 from app.domain import Finish
 from app.errors import LeaseLost
-from app.queue import Fence, Queue
+from app.queue import Fence, NewRun, Queue
 from app.settings import get_settings
 
 
@@ -65,7 +65,7 @@ async def _rows(engine: AsyncEngine, thread_id: str) -> tuple[int, int]:
 async def test_a_write_under_a_lost_lease_changes_nothing(
     queue: Queue, engine: AsyncEngine
 ) -> None:
-    run, _ = await queue.enqueue(tenant_id="t1", agent="demo", input={})
+    run, _ = await queue.enqueue(NewRun(tenant_id="t1", agent="demo", input={}))
     [claim] = await queue.claim_batch(worker_id="w:1:a", limit=1)
     thread_id = str(run.id)
     saver = RunqSaver(engine, fence=Fence(run.id, claim.lease_id))
@@ -98,7 +98,7 @@ async def test_a_write_under_a_lost_lease_changes_nothing(
 
 
 async def test_a_purged_run_takes_its_checkpoints_with_it(queue: Queue, engine: AsyncEngine) -> None:
-    run, _ = await queue.enqueue(tenant_id="t1", agent="demo", input={})
+    run, _ = await queue.enqueue(NewRun(tenant_id="t1", agent="demo", input={}))
     [claim] = await queue.claim_batch(worker_id="w:1:a", limit=1)
     saver = RunqSaver(engine, fence=Fence(run.id, claim.lease_id))
     await saver.aput_writes(await _put(saver, str(run.id), x=1), [("x", 2)], "task-1")

@@ -21,7 +21,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.main import create_app
-from app.queue import QUEUE_DEPTH, Queue
+from app.queue import QUEUE_DEPTH, NewRun, Queue
 from app.settings import Settings
 from app.worker.reaper import reap_once
 from tests.api_support import (
@@ -205,8 +205,8 @@ async def test_reaper_counts_the_runs_it_ends(queue: Queue, engine: AsyncEngine)
     }
     last_try = await enqueue_demo(queue, max_attempts=1)
     await queue.claim_batch(worker_id="gone:1:x", limit=1)
-    interactive, _ = await queue.enqueue(
-        tenant_id="t1", agent="demo", input={}, on_disconnect="cancel", disconnect_grace_s=0, delay_s=60
+    interactive, _ = await queue.enqueue(NewRun(
+        tenant_id="t1", agent="demo", input={}, on_disconnect="cancel", disconnect_grace_s=0, delay_s=60)
     )
     async with engine.begin() as conn:
         await conn.execute(

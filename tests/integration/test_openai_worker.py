@@ -81,7 +81,7 @@ def start_worker(database_url: str, server: FakeOpenAI, tmp_path: Path) -> Itera
 
 
 async def _enqueue(queue: Queue, agent: str, input: dict[str, Any]) -> uuid.UUID:
-    run, _ = await queue.enqueue(tenant_id=TENANT, agent=agent, input=input, max_attempts=3)
+    run, _ = await queue.enqueue(NewRun(tenant_id=TENANT, agent=agent, input=input, max_attempts=3))
     return run.id
 
 
@@ -413,12 +413,12 @@ async def test_max_tokens_stops_the_run_mid_conversation(
         answer("never asked for"),
     )
     start_worker()
-    run, _ = await queue.enqueue(
+    run, _ = await queue.enqueue(NewRun(
         tenant_id=TENANT,
         agent="openai",
         input={"prompt": "spend", "tools": ["shell"]},
         budget={"max_tokens": 150},
-        max_attempts=3,
+        max_attempts=3),
     )
 
     dead = await _finished(queue, run.id, Status.DEAD)

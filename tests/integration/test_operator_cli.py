@@ -11,7 +11,7 @@ import uuid
 from sqlalchemy.engine import make_url
 
 from app.domain import Finish, Wait, WorkerInfo
-from app.queue import Queue
+from app.queue import NewRun, Queue
 from tests.conftest import _admin
 
 
@@ -23,8 +23,8 @@ def runq(database_url: str, *args: str, **env_vars: str) -> subprocess.Completed
 
 
 async def test_runs_workers_stats_and_purge(queue: Queue, database_url: str) -> None:
-    pending, _ = await queue.enqueue(tenant_id="acme", agent="demo", input={})
-    leased, _ = await queue.enqueue(tenant_id="globex", agent="demo", input={})
+    pending, _ = await queue.enqueue(NewRun(tenant_id="acme", agent="demo", input={}))
+    leased, _ = await queue.enqueue(NewRun(tenant_id="globex", agent="demo", input={}))
     await queue.claim_batch(worker_id="host:1:abc", limit=1)  # FIFO: takes `pending` first
     listed = json.loads(runq(database_url, "runs", "list", "--json").stdout)
     assert {r["id"] for r in listed} == {str(pending.id), str(leased.id)}
@@ -65,9 +65,9 @@ async def test_stats_and_tenant_limits(queue: Queue) -> None:
 
 async def test_purge_counts_asks_and_reports_progress(queue: Queue, database_url: str) -> None:
     for _ in range(3):
-        run, _ = await queue.enqueue(tenant_id="acme", agent="demo", input={})
+        run, _ = await queue.enqueue(NewRun(tenant_id="acme", agent="demo", input={}))
         await queue.request_cancel(run.id, tenant_id=None, reason="operator")  # pending: cancelled now
-    await queue.enqueue(tenant_id="acme", agent="demo", input={})  # not finished: never purged
+    await queue.enqueue(NewRun(tenant_id="acme", agent="demo", input={}))  # not finished: never purged
 
     dry = runq(database_url, "purge", "--older-than", "0s", "--dry-run")
     assert dry.returncode == 0 and "would purge 3 finished runs" in dry.stdout
@@ -136,7 +136,7 @@ def test_an_unmigrated_database_says_to_migrate(server_url: str) -> None:
 
 
 async def test_runs_resume(queue: Queue, database_url: str) -> None:
-    run, _ = await queue.enqueue(tenant_id="acme", agent="demo", input={})
+    run, _ = await queue.enqueue(NewRun(tenant_id="acme", agent="demo", input={}))
     (claim,) = await queue.claim_batch(worker_id="host:1:abc", limit=1)
     wait = Wait(name="approval", occurrence=1, payload={"q": "deploy?"})
     await queue.finish(run_id=run.id, lease_id=claim.lease_id, finish=Finish.waiting(wait))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from app.domain import Status
-from app.queue import Queue
+from app.queue import NewRun, Queue
 from tests.worker_support import check_event_log, in_process_worker, wait_finished
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "own-agent"
@@ -19,7 +19,7 @@ async def test_the_example_agent_runs_from_the_current_directory(
 ) -> None:
     monkeypatch.chdir(EXAMPLE)
     async with in_process_worker(database_url, agents={"counter": "myagents:Counter"}):
-        run, _ = await queue.enqueue(tenant_id="t1", agent="counter", input={"to": 3, "step_s": 0}, max_attempts=3)
+        run, _ = await queue.enqueue(NewRun(tenant_id="t1", agent="counter", input={"to": 3, "step_s": 0}, max_attempts=3))
         done = await wait_finished(queue, run.id)
     assert done.status is Status.DONE, done.error_message
     assert done.output == {"text": "counted to 3", "count": 3}

@@ -78,7 +78,7 @@ def start_worker(database_url: str, server: FakeOpenAI, tmp_path: Path) -> Itera
 
 
 async def _enqueue(queue: Queue, agent: str, input: dict[str, Any]) -> uuid.UUID:
-    run, _ = await queue.enqueue(tenant_id=TENANT, agent=agent, input=input, max_attempts=3)
+    run, _ = await queue.enqueue(NewRun(tenant_id=TENANT, agent=agent, input=input, max_attempts=3))
     return run.id
 
 

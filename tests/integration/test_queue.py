@@ -11,6 +11,7 @@ import random
 import uuid
 from collections import Counter
 from datetime import timedelta
+from typing import Any
 
 import asyncpg
 import pytest
@@ -20,15 +21,15 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.db.engine import asyncpg_dsn
 from app.domain import Claim, Finish, Status, WorkerInfo
 from app.errors import IdempotencyConflict, LeaseLost, NotRequeueable, RunFinished, RunNotFound
-from app.queue import CLAIM_BATCH, EVENTS_CHANNEL, Ended, Queue
+from app.queue import CLAIM_BATCH, EVENTS_CHANNEL, Ended, NewRun, Queue
 
 CLAIM_PARAMS = {"worker_id": "w1", "limit": 32, "lease_s": 30.0}
 WORKER = WorkerInfo.start(slots=4)
 
 
 async def enqueue(queue: Queue, **overrides: object) -> uuid.UUID:
-    fields: dict[str, object] = {"tenant_id": "acme", "agent": "demo", "input": {}} | overrides
-    run, _ = await queue.enqueue(**fields)  # type: ignore[arg-type]
+    fields: dict[str, Any] = {"tenant_id": "acme", "agent": "demo", "input": {}} | overrides
+    run, _ = await queue.enqueue(NewRun(**fields))
     return run.id
 
 
@@ -51,8 +52,8 @@ async def events_of(queue: Queue, run_id: uuid.UUID) -> list[tuple[int, str, int
 
 
 async def test_enqueue_stores_pending_run_with_queued_event(queue: Queue) -> None:
-    run, created = await queue.enqueue(
-        tenant_id="acme", agent="demo", input={"prompt": "hi"}, budget={"max_turns": 2}, priority=3
+    run, created = await queue.enqueue(NewRun(
+        tenant_id="acme", agent="demo", input={"prompt": "hi"}, budget={"max_turns": 2}, priority=3)
     )
     assert created
     assert (run.status, run.attempts, run.last_event_seq, run.input, run.budget) == (
@@ -62,17 +63,17 @@ async def test_enqueue_stores_pending_run_with_queued_event(queue: Queue) -> Non
 
 
 async def test_idempotency_key_returns_same_run_and_refuses_other_body(queue: Queue) -> None:
-    first, created = await queue.enqueue(
-        tenant_id="acme", agent="demo", input={}, idempotency_key="k", request_digest="a"
+    first, created = await queue.enqueue(NewRun(
+        tenant_id="acme", agent="demo", input={}, idempotency_key="k", request_digest="a")
     )
-    again, created_again = await queue.enqueue(
-        tenant_id="acme", agent="demo", input={}, idempotency_key="k", request_digest="a"
+    again, created_again = await queue.enqueue(NewRun(
+        tenant_id="acme", agent="demo", input={}, idempotency_key="k", request_digest="a")
     )
     assert created and not created_again and again.id == first.id
     with pytest.raises(IdempotencyConflict):
-        await queue.enqueue(tenant_id="acme", agent="demo", input={}, idempotency_key="k", request_digest="b")
-    other, created_other = await queue.enqueue(
-        tenant_id="globex", agent="demo", input={}, idempotency_key="k", request_digest="a"
+        await queue.enqueue(NewRun(tenant_id="acme", agent="demo", input={}, idempotency_key="k", request_digest="b"))
+    other, created_other = await queue.enqueue(NewRun(
+        tenant_id="globex", agent="demo", input={}, idempotency_key="k", request_digest="a")
     )
     assert created_other and other.id != first.id
 
@@ -80,7 +81,7 @@ async def test_idempotency_key_returns_same_run_and_refuses_other_body(queue: Qu
 async def test_concurrent_identical_enqueues_create_one_run(queue: Queue) -> None:
     results = await asyncio.gather(
         *(
-            queue.enqueue(tenant_id="acme", agent="demo", input={}, idempotency_key="same", request_digest="d")
+            queue.enqueue(NewRun(tenant_id="acme", agent="demo", input={}, idempotency_key="same", request_digest="d"))
             for _ in range(10)
         )
     )

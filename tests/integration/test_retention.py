@@ -11,7 +11,7 @@ from prometheus_client import REGISTRY
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.queue import Queue
+from app.queue import NewRun, Queue
 from app.queue.partitions import partition_name
 from app.worker.reaper import PURGE_BATCH, reap_once
 
@@ -49,10 +49,10 @@ async def test_the_reaper_drops_an_expired_day_whole_and_purges_its_runs_in_batc
                 " SELECT id, 1, 'run.queued', '{}', 0, history_at FROM agent_runs"
             )
         )
-    recent, _ = await queue.enqueue(tenant_id="acme", agent="demo", input={})
+    recent, _ = await queue.enqueue(NewRun(tenant_id="acme", agent="demo", input={}))
     await queue.request_cancel(recent.id, tenant_id="acme")
-    old_pending, _ = await queue.enqueue(tenant_id="acme", agent="demo", input={})
-    old_leased, _ = await queue.enqueue(tenant_id="acme", agent="demo", input={})
+    old_pending, _ = await queue.enqueue(NewRun(tenant_id="acme", agent="demo", input={}))
+    old_leased, _ = await queue.enqueue(NewRun(tenant_id="acme", agent="demo", input={}))
     await queue.claim_batch(worker_id="w", limit=1)  # FIFO: takes old_pending
     async with engine.begin() as conn:  # both waiting or running since that day: in its partition
         await conn.execute(
@@ -89,7 +89,7 @@ async def test_the_reaper_drops_an_expired_day_whole_and_purges_its_runs_in_batc
 
 
 async def test_no_retention_keeps_everything(queue: Queue, engine: AsyncEngine) -> None:
-    run, _ = await queue.enqueue(tenant_id="acme", agent="demo", input={})
+    run, _ = await queue.enqueue(NewRun(tenant_id="acme", agent="demo", input={}))
     await queue.request_cancel(run.id, tenant_id="acme")
     async with engine.begin() as conn:
         await conn.execute(text("UPDATE agent_runs SET finished_at = now() - interval '400 days'"))

@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.engine import create_engine
 from app.errors import LimitExceeded
-from app.queue import LimitDefaults, Queue
+from app.queue import LimitDefaults, NewRun, Queue
 from app.queue.refusals import Refusals
 from tests.api_support import ApiProcess, new_key, wait_for
 from tests.integration.test_hooks_cli import runq
@@ -209,7 +209,7 @@ async def test_max_streams_across_processes_and_a_dead_process_releases_its_stre
 
 async def test_schedule_slot_at_max_pending_is_created_later(engine: AsyncEngine) -> None:
     queue = Queue(engine, limits=LimitDefaults(max_pending=1))
-    blocker, _ = await queue.enqueue(tenant_id="alice", agent="demo", input={})
+    blocker, _ = await queue.enqueue(NewRun(tenant_id="alice", agent="demo", input={}))
     schedule_id = uuid.uuid4()
     async with engine.begin() as conn:
         await conn.execute(
@@ -232,28 +232,28 @@ async def test_a_refusal_is_answered_without_the_database_until_its_wait_is_over
     now = [0.0]
     queue = Queue(engine, limits=LimitDefaults(max_pending=1))
     queue.refusals = Refusals(clock=lambda: now[0])
-    await queue.enqueue(tenant_id="alice", agent="demo", input={})
+    await queue.enqueue(NewRun(tenant_id="alice", agent="demo", input={}))
     with pytest.raises(LimitExceeded) as refused:
-        await queue.enqueue(tenant_id="alice", agent="demo", input={})
+        await queue.enqueue(NewRun(tenant_id="alice", agent="demo", input={}))
     assert (refused.value.limit, refused.value.retry_after_s) == ("pending", 1.0)
     async with engine.begin() as conn:  # room again, but this process was told to wait a second
         await conn.execute(text("DELETE FROM agent_runs"))
     now[0] = 0.75
     with pytest.raises(LimitExceeded) as remembered:
-        await queue.enqueue(tenant_id="alice", agent="demo", input={})
+        await queue.enqueue(NewRun(tenant_id="alice", agent="demo", input={}))
     assert (remembered.value.limit, remembered.value.retry_after_s) == ("pending", 0.25)
     # a repeat with an idempotency key may name a run already created: the database answers
-    assert (await queue.enqueue(tenant_id="alice", agent="demo", input={}, idempotency_key="k"))[1]
-    await queue.enqueue(tenant_id="bob", agent="demo", input={})  # another tenant was never refused
+    assert (await queue.enqueue(NewRun(tenant_id="alice", agent="demo", input={}, idempotency_key="k")))[1]
+    await queue.enqueue(NewRun(tenant_id="bob", agent="demo", input={}))  # another tenant was never refused
     now[0] = 1.0
     async with engine.begin() as conn:
         await conn.execute(text("DELETE FROM agent_runs"))
-    assert (await queue.enqueue(tenant_id="alice", agent="demo", input={}))[1]
+    assert (await queue.enqueue(NewRun(tenant_id="alice", agent="demo", input={})))[1]
 
 
 async def test_unlimited_tenants_are_not_locked_or_counted(engine: AsyncEngine, queue: Queue) -> None:
     for _ in range(3):
-        await queue.enqueue(tenant_id="alice", agent="demo", input={})
+        await queue.enqueue(NewRun(tenant_id="alice", agent="demo", input={}))
     async with engine.connect() as conn:
         assert (await conn.execute(text("SELECT count(*) FROM tenant_buckets"))).scalar_one() == 0
 
@@ -266,17 +266,17 @@ async def test_a_tenants_creates_waiting_on_its_bucket_leave_the_pool_to_the_oth
     small = create_engine(database_url, pool_size=4)  # a share of one connection
     queue = Queue(small, limits=LimitDefaults(create_per_s=1000))
     try:
-        await queue.enqueue(tenant_id="alice", agent="demo", input={})  # her bucket's row exists
+        await queue.enqueue(NewRun(tenant_id="alice", agent="demo", input={}))  # her bucket's row exists
         async with engine.begin() as conn:
             await conn.execute(text("SELECT 1 FROM tenant_buckets WHERE tenant_id = 'alice' FOR UPDATE"))
-            burst = [asyncio.create_task(queue.enqueue(tenant_id="alice", agent="demo", input={})) for _ in range(8)]
+            burst = [asyncio.create_task(queue.enqueue(NewRun(tenant_id="alice", agent="demo", input={}))) for _ in range(8)]
 
             async def alice_waits_on_the_row() -> bool:
                 waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
                 return bool((await conn.execute(text(waiting))).scalar_one())
 
             await wait_for(alice_waits_on_the_row)
-            _, created = await asyncio.wait_for(queue.enqueue(tenant_id="bob", agent="demo", input={}), 10)
+            _, created = await asyncio.wait_for(queue.enqueue(NewRun(tenant_id="bob", agent="demo", input={})), 10)
             assert created and not any(task.done() for task in burst)
         assert all(created for _, created in await asyncio.gather(*burst))
     finally:
@@ -297,7 +297,7 @@ def test_retry_after_is_whole_seconds() -> None:
 
 async def test_runq_tenants_list_and_limits(engine: AsyncEngine, queue: Queue, database_url: str) -> None:
     await new_key(engine, "alice")
-    await queue.enqueue(tenant_id="alice", agent="demo", input={})
+    await queue.enqueue(NewRun(tenant_id="alice", agent="demo", input={}))
     shown = json.loads(runq(database_url, "tenants", "limits", "alice", "--max-pending", "5", "--json").stdout)
     assert shown[0]["overrides"]["max_pending"] == 5 and shown[0]["use"]["pending"] == 1
     shown = json.loads(runq(database_url, "tenants", "limits", "alice", "--create-per-s", "2", "--json").stdout)

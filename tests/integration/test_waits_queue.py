@@ -22,7 +22,7 @@ def a_wait(**fields: object) -> Wait:
 
 
 async def test_zombie_from_before_the_wait_writes_nothing_after_the_resume(queue: Queue) -> None:
-    run, _ = await queue.enqueue(tenant_id="t1", agent="demo", input={})
+    run, _ = await queue.enqueue(NewRun(tenant_id="t1", agent="demo", input={}))
     (before,) = await queue.claim_batch(worker_id="w1", limit=1)
     wait = a_wait(checkpoint={"state": {"step": 1}, "waits": {}})
     waited = await queue.finish(
@@ -61,7 +61,7 @@ async def test_zombie_from_before_the_wait_writes_nothing_after_the_resume(queue
 
 
 async def test_a_cancel_requested_before_the_wait_is_written_cancels(queue: Queue) -> None:
-    run, _ = await queue.enqueue(tenant_id="t1", agent="demo", input={})
+    run, _ = await queue.enqueue(NewRun(tenant_id="t1", agent="demo", input={}))
     (claim,) = await queue.claim_batch(worker_id="w1", limit=1)
     await queue.request_cancel(run.id, tenant_id="t1")
     ended = await queue.finish(run_id=run.id, lease_id=claim.lease_id, finish=Finish.waiting(a_wait()))
@@ -73,7 +73,7 @@ async def test_a_cancel_requested_before_the_wait_is_written_cancels(queue: Queu
 async def test_resume_errors(queue: Queue) -> None:
     with pytest.raises(RunNotFound):
         await queue.resume(uuid.uuid4(), tenant_id="t1", value=1)
-    run, _ = await queue.enqueue(tenant_id="t1", agent="demo", input={})
+    run, _ = await queue.enqueue(NewRun(tenant_id="t1", agent="demo", input={}))
     with pytest.raises(NotWaiting):
         await queue.resume(run.id, tenant_id="t1", value=1)
     with pytest.raises(RunNotFound):
@@ -82,8 +82,8 @@ async def test_resume_errors(queue: Queue) -> None:
 
 async def test_run_waiting_is_announced_to_a_webhook_subscriber(queue: Queue, engine: AsyncEngine) -> None:
     webhook = {"url": "https://hooks.example.test/runq", "events": ["run.waiting", "run.completed"]}
-    run, _ = await queue.enqueue(tenant_id="t1", agent="demo", input={}, webhook=webhook)
-    silent, _ = await queue.enqueue(tenant_id="t1", agent="demo", input={})
+    run, _ = await queue.enqueue(NewRun(tenant_id="t1", agent="demo", input={}, webhook=webhook))
+    silent, _ = await queue.enqueue(NewRun(tenant_id="t1", agent="demo", input={}))
     for claim in await queue.claim_batch(worker_id="w1", limit=2):
         await queue.finish(run_id=claim.run.id, lease_id=claim.lease_id, finish=Finish.waiting(a_wait()))
     async with engine.connect() as conn:

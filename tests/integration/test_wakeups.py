@@ -25,7 +25,7 @@ from app.db.embedded import EmbeddedPostgres
 from app.db.engine import asyncpg_dsn, create_engine
 from app.db.migrate import upgrade
 from app.domain import WorkerInfo
-from app.queue import Queue, channels
+from app.queue import NewRun, Queue, channels
 from tests.conftest import TABLES
 from tests.worker_support import in_process_worker, wait_until
 
@@ -119,7 +119,7 @@ async def test_a_burst_is_claimed_with_about_one_claim_per_run(stats_url: str, s
 
             async def enqueue(n: int) -> None:
                 for _ in range(n):
-                    await queue.enqueue(tenant_id="t1", agent="demo", input={"steps": 0})
+                    await queue.enqueue(NewRun(tenant_id="t1", agent="demo", input={"steps": 0}))
 
             await asyncio.gather(*(enqueue(runs // enqueuers) for _ in range(enqueuers)))
             await wait_until(lambda: finished(stats, runs), within=120, what=f"{runs} runs done")
@@ -139,7 +139,7 @@ async def test_one_run_at_a_time_wakes_one_worker(stats_url: str, stats: asyncpg
         async with idle_fleet(stats_url, stats, poll_s=60.0):
             before = await claim_statements(stats)
             for i in range(runs):
-                await queue.enqueue(tenant_id="t1", agent="demo", input={"steps": 0})
+                await queue.enqueue(NewRun(tenant_id="t1", agent="demo", input={"steps": 0}))
                 await wait_until(lambda n=i + 1: finished(stats, n), within=10, what="the run done")
             claims = await claim_statements(stats) - before
     finally:
@@ -159,7 +159,7 @@ async def test_the_registry_decides_whom_to_wake(queue: Queue, engine: AsyncEngi
     busy, one, two = WorkerInfo.start(slots=1), WorkerInfo.start(slots=1), WorkerInfo.start(slots=2)
     for worker in (busy, one, two):
         await queue.renew_leases({}, worker=worker)
-    await queue.enqueue(tenant_id="t1", agent="demo", input={})
+    await queue.enqueue(NewRun(tenant_id="t1", agent="demo", input={}))
     await queue.claim_batch(worker_id=busy.worker_id, limit=1)  # its claim marks its one slot used
     [in_use] = [w.slots_in_use for w in await queue.list_workers() if w.worker_id == busy.worker_id]
     assert in_use == 1
@@ -201,12 +201,12 @@ async def test_a_burst_while_every_worker_is_busy_is_claimed_as_they_free_up(
     try:
         async with idle_fleet(stats_url, stats, poll_s=poll_s):
             for _ in range(IDLE_WORKERS):
-                await queue.enqueue(tenant_id="t1", agent="demo", input={"steps": 1, "step_s": busy_s})
+                await queue.enqueue(NewRun(tenant_id="t1", agent="demo", input={"steps": 1, "step_s": busy_s}))
             await wait_until(nothing_pending, within=60, what="every worker busy")  # a precondition
 
             async def enqueue(n: int) -> None:
                 for _ in range(n):
-                    await queue.enqueue(tenant_id="t1", agent="demo", input={"steps": 1, "step_s": run_s})
+                    await queue.enqueue(NewRun(tenant_id="t1", agent="demo", input={"steps": 1, "step_s": run_s}))
 
             await asyncio.gather(*(enqueue(runs // enqueuers) for _ in range(enqueuers)))
             # the issue's bound: the busy runs' end, the burst's share per worker, two polls
@@ -233,12 +233,12 @@ async def test_a_wakeup_for_a_slot_already_taken_is_passed_to_an_idle_worker(
     ):
         listening = "SELECT count(*) = 2 FROM pg_stat_activity WHERE application_name = 'runq-listen'"
         await wait_until(lambda: scalar(listening), within=30, what="two workers listening")
-        long, _ = await queue.enqueue(tenant_id="t1", agent="demo", input={"steps": 1, "step_s": 30})
+        long, _ = await queue.enqueue(NewRun(tenant_id="t1", agent="demo", input={"steps": 1, "step_s": 30}))
         leased_by = "SELECT locked_by FROM agent_runs WHERE id = $1 AND status = 'leased'"
         busy = await wait_until(lambda: scalar(leased_by, long.id), within=10, what="the long run claimed")
         # a run the idle worker is woken for too early: its claim finds nothing, it goes back to
         # its poll (a minute); then a wake-up reaches the busy worker alone
-        late, _ = await queue.enqueue(tenant_id="t1", agent="demo", input={}, delay_s=0.5)
+        late, _ = await queue.enqueue(NewRun(tenant_id="t1", agent="demo", input={}, delay_s=0.5))
         available = "SELECT available_at <= now() FROM agent_runs WHERE id = $1"
         await wait_until(lambda: scalar(available, late.id), within=5, what="the run available")
         await scalar("SELECT pg_notify(wake_channel, '') FROM workers WHERE worker_id = $1", busy)

@@ -13,7 +13,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.domain import Claim, Finish, Status, Wait
-from app.queue import Queue
+from app.queue import NewRun, Queue
 
 ANNOUNCED = ("run.completed", "run.failed", "run.cancelled", "run.waiting")
 HOOK = {"url": "https://hooks.example/runq", "events": list(ANNOUNCED)}
@@ -76,8 +76,8 @@ ENDINGS: dict[str, tuple[Ending, Status]] = {
 async def test_every_ending_writes_its_delivery_once(
     queue: Queue, engine: AsyncEngine, ending: str
 ) -> None:
-    run, _ = await queue.enqueue(
-        tenant_id="acme", agent="demo", input={}, webhook=HOOK, max_attempts=1
+    run, _ = await queue.enqueue(NewRun(
+        tenant_id="acme", agent="demo", input={}, webhook=HOOK, max_attempts=1)
     )
     end, status = ENDINGS[ending]
     await end(queue, engine, run.id)
@@ -89,10 +89,10 @@ async def test_every_ending_writes_its_delivery_once(
 async def test_no_webhook_or_an_event_not_asked_for_writes_nothing(
     queue: Queue, engine: AsyncEngine
 ) -> None:
-    plain, _ = await queue.enqueue(tenant_id="acme", agent="demo", input={})
+    plain, _ = await queue.enqueue(NewRun(tenant_id="acme", agent="demo", input={}))
     await finish_with(queue, Finish.done({}))
-    picky, _ = await queue.enqueue(
-        tenant_id="acme", agent="demo", input={}, webhook=HOOK | {"events": ["run.completed"]}
+    picky, _ = await queue.enqueue(NewRun(
+        tenant_id="acme", agent="demo", input={}, webhook=HOOK | {"events": ["run.completed"]})
     )
     await queue.request_cancel(picky.id, tenant_id="acme")
     assert await outbox(engine, plain.id) == [] and await outbox(engine, picky.id) == []
@@ -101,7 +101,7 @@ async def test_no_webhook_or_an_event_not_asked_for_writes_nothing(
 async def test_moving_a_runs_history_announces_nothing_again(
     queue: Queue, engine: AsyncEngine
 ) -> None:
-    run, _ = await queue.enqueue(tenant_id="acme", agent="demo", input={}, webhook=HOOK)
+    run, _ = await queue.enqueue(NewRun(tenant_id="acme", agent="demo", input={}, webhook=HOOK))
     await queue.request_cancel(run.id, tenant_id="acme")
     async with engine.begin() as conn:  # the reaper's re-homing, by hand
         await conn.execute(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.queue import Queue
+from app.queue import NewRun, Queue
 from tests.api_support import SECRET
 from tests.webhook_support import HANG, Receiver
 from tests.worker_support import in_process_worker, wait_finished, wait_until
@@ -17,8 +17,8 @@ RUNS = 12  # more than the sender's slots (8)
 async def test_a_hanging_receiver_does_not_hold_up_runs(database_url: str, queue: Queue, engine: AsyncEngine) -> None:
     async with Receiver(default=HANG) as receiver:
         runs = [
-            (await queue.enqueue(tenant_id="t1", agent="demo", input={"steps": 1, "step_s": 0.01},
-                                 webhook={"url": receiver.url, "events": ["run.completed"]}))[0]
+            (await queue.enqueue(NewRun(tenant_id="t1", agent="demo", input={"steps": 1, "step_s": 0.01},
+                                 webhook={"url": receiver.url, "events": ["run.completed"]})))[0]
             for _ in range(RUNS)
         ]  # fmt: skip
         async with in_process_worker(

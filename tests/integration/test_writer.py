@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.domain import Finish, Status
 from app.errors import LeaseLost
-from app.queue import Ended, Queue
+from app.queue import Ended, NewRun, Queue
 from app.worker.writer import Writer
 
 
@@ -18,7 +18,7 @@ async def test_concurrent_completions_share_a_statement_and_stay_fenced(
     queue: Queue, engine: AsyncEngine
 ) -> None:
     for _ in range(20):
-        await queue.enqueue(tenant_id="acme", agent="demo", input={})
+        await queue.enqueue(NewRun(tenant_id="acme", agent="demo", input={}))
     claims = await queue.claim_batch(worker_id="w", limit=20)
     stolen = claims[0]
     async with engine.begin() as conn:  # another claim took this run meanwhile
@@ -58,7 +58,7 @@ async def test_concurrent_completions_share_a_statement_and_stay_fenced(
 
 
 async def test_a_lone_completion_goes_out_at_once(queue: Queue) -> None:
-    await queue.enqueue(tenant_id="acme", agent="demo", input={})
+    await queue.enqueue(NewRun(tenant_id="acme", agent="demo", input={}))
     [claim] = await queue.claim_batch(worker_id="w", limit=1)
     run = await asyncio.wait_for(
         Writer(queue).finish(run_id=claim.run.id, lease_id=claim.lease_id, finish=Finish.done(None), take=list),
@@ -71,7 +71,7 @@ async def test_a_lone_completion_goes_out_at_once(queue: Queue) -> None:
 
 async def test_every_ending_goes_out_in_one_statement(queue: Queue, engine: AsyncEngine) -> None:
     for max_attempts in (3, 3, 3, 3, 3, 1):
-        await queue.enqueue(tenant_id="acme", agent="demo", input={}, max_attempts=max_attempts)
+        await queue.enqueue(NewRun(tenant_id="acme", agent="demo", input={}, max_attempts=max_attempts))
     claims = sorted(await queue.claim_batch(worker_id="w", limit=6), key=lambda c: c.run.max_attempts, reverse=True)
     done, retry, dead, cancelled, released, last_try = claims
     await queue.request_cancel(cancelled.run.id, tenant_id="acme")
@@ -97,7 +97,7 @@ async def test_appends_of_many_runs_share_a_statement_and_a_lost_lease_drops_onl
     queue: Queue, engine: AsyncEngine
 ) -> None:
     for _ in range(10):
-        await queue.enqueue(tenant_id="acme", agent="demo", input={})
+        await queue.enqueue(NewRun(tenant_id="acme", agent="demo", input={}))
     claims = await queue.claim_batch(worker_id="w", limit=10)
     stolen = claims[3]
     async with engine.begin() as conn:  # another claim took this run meanwhile

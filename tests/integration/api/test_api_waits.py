@@ -15,7 +15,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.domain import Status
-from app.queue import Queue
+from app.queue import NewRun, Queue
 from tests.api_support import create_run
 from tests.worker_support import check_event_log, in_process_worker, wait_finished, wait_until
 
@@ -77,7 +77,7 @@ async def test_wait_resume_done(worker: None, client: httpx.AsyncClient, alice: 
 async def test_max_attempts_one_waits_three_times(database_url: str, queue: Queue) -> None:
     """Waits never count toward max_attempts; attempt numbers still grow (the agent waits three
     times in one run: one name, three occurrences)."""
-    run, _ = await queue.enqueue(tenant_id="t1", agent="three_waits", input={}, max_attempts=1)
+    run, _ = await queue.enqueue(NewRun(tenant_id="t1", agent="three_waits", input={}, max_attempts=1))
     async with in_process_worker(database_url, agents={"three_waits": "tests.fakes.wait_agents:ThreeWaits"}):
         for expected in (1, 2, 3):
 
@@ -204,8 +204,8 @@ async def test_resume_scoped_token_for_that_run_only(
 async def test_interactive_run_waiting_with_nobody_watching_is_abandoned(
     database_url: str, queue: Queue, engine: AsyncEngine
 ) -> None:
-    run, _ = await queue.enqueue(
-        tenant_id="t1", agent="demo", input={"steps": 0, "wait": "input"}, on_disconnect="cancel", disconnect_grace_s=3600
+    run, _ = await queue.enqueue(NewRun(
+        tenant_id="t1", agent="demo", input={"steps": 0, "wait": "input"}, on_disconnect="cancel", disconnect_grace_s=3600)
     )
     async with in_process_worker(database_url):
 
@@ -244,6 +244,6 @@ async def test_metrics_count_waits_and_resumes(worker: None, client: httpx.Async
 
 
 async def test_a_wait_longer_than_a_year_is_refused(worker: None, queue: Queue) -> None:
-    run, _ = await queue.enqueue(tenant_id="t1", agent="demo", input={"steps": 0, "wait": "x", "wait_timeout_s": 1e12})
+    run, _ = await queue.enqueue(NewRun(tenant_id="t1", agent="demo", input={"steps": 0, "wait": "x", "wait_timeout_s": 1e12}))
     dead = await wait_finished(queue, run.id)
     assert (dead.status, dead.error_code) == (Status.DEAD, "invalid_input")
