@@ -15,63 +15,54 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass
 
 from app.backoff import Backoff
 from app.db.listen import listen_forever
 from app.queue import channels
 
 
+@dataclass(frozen=True, slots=True)
 class Wakeup:
     """Keeps a LISTEN connection open, reconnecting with backoff; :meth:`run` never returns."""
 
-    def __init__(
-        self,
-        dsn: str,
-        *,
-        worker_id: str,
-        on_new_run: Callable[[bool], None],
-        on_cancel: Callable[[uuid.UUID], None],
-        on_webhook: Callable[[], None] | None = None,
-        on_listening: Callable[[bool], None] = lambda _up: None,
-        check_s: float = 5.0,
-        max_backoff_s: float = 10.0,
-    ) -> None:
-        self._dsn = dsn
-        self._own_channel = channels.wake(worker_id)
-        self._on_new_run = on_new_run
-        self._on_cancel = on_cancel
-        self._on_webhook = on_webhook
-        self._on_listening = on_listening
-        self._check_s = check_s
-        self._max_backoff_s = max_backoff_s
+    dsn: str
+    _: KW_ONLY
+    worker_id: str
+    on_new_run: Callable[[bool], None]  # True: on the worker's own channel, for a free slot
+    on_cancel: Callable[[uuid.UUID], None]
+    on_webhook: Callable[[], None] | None = None
+    on_listening: Callable[[bool], None] = lambda _up: None
+    check_s: float = 5.0
+    max_backoff_s: float = 10.0
 
     async def run(self) -> None:
         handlers = {
-            channels.RUNS: lambda _payload: self._on_new_run(False),
-            self._own_channel: lambda _payload: self._on_new_run(True),  # targeted: for a free slot
+            channels.RUNS: lambda _payload: self.on_new_run(False),
+            channels.wake(self.worker_id): lambda _payload: self.on_new_run(True),
             channels.CANCEL: self._cancel,
         }
-        if self._on_webhook is not None:
-            on_webhook = self._on_webhook
+        if self.on_webhook is not None:
+            on_webhook = self.on_webhook
             handlers[channels.WEBHOOKS] = lambda _payload: on_webhook()
         await listen_forever(
-            self._dsn,
+            self.dsn,
             handlers,
             application_name="runq-listen",
             # claim (and send) what was announced while we were not listening
             on_connect=self._caught_up,
-            on_disconnect=lambda: self._on_listening(False),
-            probe_s=self._check_s,
-            connect_timeout_s=self._check_s,
-            backoff=Backoff(max_s=self._max_backoff_s),
+            on_disconnect=lambda: self.on_listening(False),
+            probe_s=self.check_s,
+            connect_timeout_s=self.check_s,
+            backoff=Backoff(max_s=self.max_backoff_s),
         )
 
     def _caught_up(self) -> None:
-        self._on_listening(True)
-        self._on_new_run(False)
-        if self._on_webhook is not None:
-            self._on_webhook()
+        self.on_listening(True)
+        self.on_new_run(False)
+        if self.on_webhook is not None:
+            self.on_webhook()
 
     def _cancel(self, payload: str) -> None:
         with contextlib.suppress(ValueError):
-            self._on_cancel(uuid.UUID(payload))
+            self.on_cancel(uuid.UUID(payload))
