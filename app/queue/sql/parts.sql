@@ -1,7 +1,7 @@
 -- Pieces of SQL that statements of more than one file share, written once: the events, usage
 -- and thread messages of append_events_if_leased and finish_if_leased, the run.queued events of
--- every enqueue, the outcome event of every ending (the claims' own parts are in claims.sql, the
--- threads' in threads.sql). A statement includes one as ${part:name}; each part says which names
+-- every enqueue, the outcome event of every ending, the page of every list (the claims' own parts
+-- are in claims.sql, the threads' in threads.sql). A statement includes one as ${part:name}; each part says which names
 -- it defines and which it reads from the statement around it. tests/golden/queue_sql.txt shows
 -- the statements with their parts filled in.
 
@@ -118,3 +118,10 @@ SELECT t.id, t.last_event_seq,
             WHEN 'cancelled' THEN jsonb_build_object('reason', t.cancel_reason)
             ELSE jsonb_build_object('error_code', t.error_code, 'error_message', t.error_message) END,
        t.attempts, t.history_at
+
+-- part: page_after_cursor
+-- The end of a list: the rows after the keyset cursor (created_at, id) of the last row seen
+-- (codec.page_params), newest first, one page of them; it follows the list's WHERE.
+AND (created_at, id) < (:before_at, :before_id)
+ORDER BY created_at DESC, id DESC
+LIMIT :limit

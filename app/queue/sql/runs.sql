@@ -76,13 +76,11 @@ SELECT * FROM agent_runs
  WHERE id = :run_id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id);
 
 -- name: list_runs
--- Newest first, after the keyset cursor (created_at, id) of the last row seen.
+-- Newest first, one page after the cursor.
 SELECT * FROM agent_runs
  WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
    AND (CAST(:status AS text) IS NULL OR status = :status)
-   AND (created_at, id) < (:before_at, :before_id)
- ORDER BY created_at DESC, id DESC
- LIMIT :limit;
+   ${part:page_after_cursor};
 
 -- name: request_cancel
 -- Stop runs: a pending or waiting one is cancelled at once (run.cancel_requested, run.cancelled,

@@ -26,12 +26,10 @@ SELECT *, now() AS db_now FROM schedules
    FOR UPDATE;
 
 -- name: list_schedules
--- Newest first, after the keyset cursor (created_at, id) of the last row seen.
+-- Newest first, one page after the cursor.
 SELECT * FROM schedules
  WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
-   AND (created_at, id) < (:before_at, :before_id)
- ORDER BY created_at DESC, id DESC
- LIMIT :limit;
+   ${part:page_after_cursor};
 
 -- name: set_schedule_paused
 -- Pause, or resume from the first slot after now (a paused period is not made up for).

@@ -42,13 +42,11 @@ SELECT t.* FROM threads t
    FOR UPDATE OF t;
 
 -- name: list_threads
--- Newest first, after the keyset cursor (created_at, id) of the last row seen.
+-- Newest first, one page after the cursor.
 SELECT ${part:thread_out}
   FROM threads t
  WHERE (CAST(:tenant_id AS text) IS NULL OR t.tenant_id = :tenant_id)
-   AND (t.created_at, t.id) < (:before_at, :before_id)
- ORDER BY t.created_at DESC, t.id DESC
- LIMIT :limit;
+   ${part:page_after_cursor};
 
 -- name: inflight_thread_runs
 -- The thread's runs that are not terminal, in turn order (the partial index, not its history).

@@ -38,14 +38,12 @@ UPDATE webhook_deliveries
 RETURNING status, delivered_at;
 
 -- name: list_deliveries
--- Deliveries newest first, after the keyset cursor; by tenant, status and run when given.
+-- Deliveries newest first, one page after the cursor; by tenant, status and run when given.
 SELECT * FROM webhook_deliveries
  WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
    AND (CAST(:status AS text) IS NULL OR status = :status)
    AND (CAST(:run_id AS uuid) IS NULL OR run_id = :run_id)
-   AND (created_at, id) < (:before_at, :before_id)
- ORDER BY created_at DESC, id DESC
- LIMIT :limit;
+   ${part:page_after_cursor};
 
 -- name: redeliver
 -- Admin: a settled delivery (failed, stopped or delivered) due again now, with a fresh retry
