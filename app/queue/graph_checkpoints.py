@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import Row, TextClause
+
 from app.errors import LeaseLost
 from app.queue.statements import statement
 from app.queue.store import Store
@@ -89,12 +91,8 @@ class GraphCheckpoints(Store):
             "checkpoint": checkpoint,
             "metadata": metadata,
             "keep": keep,
-            **_fence_params(fence),
         }
-        async with self._statement() as conn:
-            row = (await conn.execute(PUT_CHECKPOINT_IF_LEASED, params)).one()
-        if not row.held:
-            raise LeaseLost(str(fence.run_id if fence else thread_id))
+        row = await self._write_fenced(PUT_CHECKPOINT_IF_LEASED, params, fence)
         return int(row.pruned)
 
     async def put_writes(
@@ -122,12 +120,8 @@ class GraphCheckpoints(Store):
             "types": [w[2] for w in writes],
             "blobs": [w[3] for w in writes],
             "replace": replace,
-            **_fence_params(fence),
         }
-        async with self._statement() as conn:
-            row = (await conn.execute(PUT_WRITES_IF_LEASED, params)).one()
-        if not row.held:
-            raise LeaseLost(str(fence.run_id if fence else thread_id))
+        await self._write_fenced(PUT_WRITES_IF_LEASED, params, fence)
 
     async def get_checkpoint(
         self, *, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None
@@ -170,6 +164,17 @@ class GraphCheckpoints(Store):
             _stored(row, thread_id=row.thread_id, checkpoint_ns=row.checkpoint_ns) for row in rows
         ]
 
+    async def _write_fenced(self, write: TextClause, params: dict[str, Any], fence: Fence | None) -> Row[Any]:
+        """Run one of the writes fenced by a run's lease (none without a fence: the saver on its
+        own); :class:`LeaseLost` when the lease no longer holds, and then nothing was written."""
+        run_id, lease_id = (fence.run_id, fence.lease_id) if fence else (None, None)
+        fenced = params | {"run_id": run_id, "lease_id": lease_id}
+        async with self._statement() as conn:
+            row = (await conn.execute(write, fenced)).one()
+        if not row.held:
+            raise LeaseLost(str(run_id or params["thread_id"]))
+        return row
+
     async def delete_threads(self, thread_ids: Sequence[str]) -> None:
         async with self._statement() as conn:
             await conn.execute(DELETE_THREADS, {"thread_ids": list(thread_ids)})
@@ -188,11 +193,6 @@ class GraphCheckpoints(Store):
             await conn.execute(COPY_THREAD, {"source": source, "target": target})
 
 
-def _fence_params(fence: Fence | None) -> dict[str, uuid.UUID | None]:
-    return {
-        "run_id": fence.run_id if fence else None,
-        "lease_id": fence.lease_id if fence else None,
-    }
 
 
 def _stored(row: Any, *, thread_id: str, checkpoint_ns: str) -> StoredCheckpoint:
