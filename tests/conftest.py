@@ -20,6 +20,7 @@ import pytest
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.backoff import RetryBackoff
 from app.db.engine import asyncpg_dsn, create_engine
 from app.db.migrate import upgrade
 from app.queue import Queue
@@ -108,4 +109,4 @@ async def _empty_tables(request: pytest.FixtureRequest) -> AsyncIterator[None]:
 
 @pytest.fixture
 def queue(engine: AsyncEngine) -> Queue:
-    return Queue(engine, lease_s=30, retry_base_s=5, retry_max_s=300, priority_aging_s=60)
+    return Queue(engine, lease_s=30, retry=RetryBackoff(5, 300), priority_aging_s=60)

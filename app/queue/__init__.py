@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.backoff import RetryBackoff
 from app.db.errors import database_down
 from app.queue.channels import CANCEL as CANCEL_CHANNEL
 from app.queue.channels import EVENTS as EVENTS_CHANNEL
@@ -92,8 +93,7 @@ class Queue(
         return cls(
             engine,
             lease_s=settings.lease_s,
-            retry_base_s=settings.retry_base_s,
-            retry_max_s=settings.retry_max_s,
+            retry=RetryBackoff(settings.retry_base_s, settings.retry_max_s),
             priority_aging_s=settings.priority_aging_s,
             tenant_max_inflight=settings.tenant_max_inflight,
             presence_ttl_s=settings.presence_ttl_s,

@@ -59,8 +59,8 @@ class Endings(Store):
             "event_run_ids": [e.run_id for e in ordered for _ in e.events],
             "types": [t for e in ordered for t, _ in e.events],
             "datas": [dumps(d) for e in ordered for _, d in e.events],
-            "retry_base_s": self.retry_base_s,
-            "retry_max_s": self.retry_max_s,
+            "retry_base_s": self.retry.base_s,
+            "retry_max_s": self.retry.max_s,
             "aging_s": self.aging_s,
         }
         extras = {

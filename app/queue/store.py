@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from app.backoff import RetryBackoff
 from app.db.autocommit import one_statement
 from app.db.errors import translated
 from app.queue.refusals import Refusals
@@ -40,8 +41,7 @@ class Store:
         engine: AsyncEngine,
         *,
         lease_s: float = 30.0,
-        retry_base_s: float = 5.0,
-        retry_max_s: float = 300.0,
+        retry: RetryBackoff | None = None,
         priority_aging_s: float = 60.0,
         tenant_max_inflight: int = 0,
         presence_ttl_s: float = 15.0,
@@ -49,8 +49,7 @@ class Store:
     ) -> None:
         self.engine = engine
         self.lease_s = lease_s
-        self.retry_base_s = retry_base_s
-        self.retry_max_s = retry_max_s
+        self.retry = retry or RetryBackoff()
         self.aging_s = priority_aging_s
         self.tenant_max_inflight = tenant_max_inflight
         self.presence_ttl_s = presence_ttl_s

@@ -19,6 +19,7 @@ import time
 import httpx
 
 from app.api.schemas import EventOut, RunOut
+from app.backoff import RetryBackoff
 from app.errors import DatabaseUnavailable, RunNotFound
 from app.guards.redact import redact
 from app.guards.signing import SecretUnreadable, TenantSecrets, signature_headers
@@ -45,8 +46,7 @@ class WebhookSender:
         guard: UrlGuard,
         timeout_s: float,
         lease_s: float,
-        retry_base_s: float,
-        retry_max_s: float,
+        retry: RetryBackoff,
         retry_for_s: float,
         poll_s: float,
         slots: int = 8,
@@ -57,8 +57,7 @@ class WebhookSender:
         self._timeout_s = timeout_s
         # The request's whole timeout plus a lease of margin before another sender may take it.
         self._lease_s = timeout_s + lease_s
-        self._retry_base_s = retry_base_s
-        self._retry_max_s = retry_max_s
+        self._retry = retry
         self._retry_for_s = retry_for_s
         self._poll_s = poll_s
         self._slots = slots
@@ -168,7 +167,7 @@ class WebhookSender:
         if started is not None:
             WEBHOOK_REQUEST_SECONDS.observe(time.monotonic() - started)
         attempt = job.delivery.attempts
-        delay = min(self._retry_max_s, self._retry_base_s * 2 ** (attempt - 1)) * random.uniform(0.8, 1.0)
+        delay = self._retry.delay(attempt) * random.uniform(0.8, 1.0)
         try:
             settled = await self._queue.settle_delivery(
                 delivery_id=job.delivery.id,
@@ -204,8 +203,7 @@ def sender_from_settings(queue: Queue, settings: Settings, *, guard: UrlGuard | 
         guard=guard or UrlGuard(settings.webhook_allow_hosts, hosts_only=settings.webhook_hosts_only),
         timeout_s=settings.webhook_timeout_s,
         lease_s=settings.lease_s,
-        retry_base_s=settings.retry_base_s,
-        retry_max_s=settings.retry_max_s,
+        retry=RetryBackoff(settings.retry_base_s, settings.retry_max_s),
         retry_for_s=settings.webhook_retry_for_s,
         poll_s=settings.poll_s,
     )

@@ -18,6 +18,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.backoff import RetryBackoff
 from app.db.engine import asyncpg_dsn
 from app.domain import Claim, Finish, Status, WorkerInfo
 from app.errors import IdempotencyConflict, LeaseLost, NotRequeueable, RunFinished, RunNotFound
@@ -172,7 +173,7 @@ async def test_complete_stores_output_and_terminal_event(queue: Queue) -> None:
 
 
 async def test_backoff_schedule_then_dead_letter(queue: Queue, engine: AsyncEngine) -> None:
-    queue.retry_base_s, queue.retry_max_s = 5.0, 12.0
+    queue.retry = RetryBackoff(5.0, 12.0)
     run_id = await enqueue(queue, max_attempts=4)
     delays = []
     for attempt in range(1, 5):
