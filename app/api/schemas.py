@@ -251,16 +251,9 @@ class RunPage(BaseModel):
     next_cursor: str | None = Field(description="pass back as `?cursor=` for the next page")
 
 
-class EventOut(BaseModel):
-    seq: int
-    type: str
-    data: dict[str, Any]
-    attempt: int
-    created_at: datetime
-
-    @classmethod
-    def of(cls, event: Event) -> EventOut:
-        return cls(**fields_of(cls, event))
+@response_model(Event)
+class EventOut(ResponseModel[Event]):
+    pass
 
 
 class EventPage(BaseModel):
