@@ -135,13 +135,20 @@ class Delivery:
 
 @dataclass(frozen=True, slots=True)
 class Schedule:
-    """A recurring run: a cron expression (in ``timezone``) or a fixed interval ``every_s``."""
+    """A recurring run: a cron expression (in ``timezone``) or a fixed interval ``every_s``.
+    The fields stand in the order the API shows them (``ScheduleOut`` is built from them)."""
 
     id: uuid.UUID
     tenant_id: str
     cron: str | None
     every_s: float | None
     timezone: str
+    next_run_at: datetime
+    paused: bool
+    last_run_id: uuid.UUID | None
+    created_at: datetime
+    updated_at: datetime
+    # the run each slot creates
     agent: str
     input: dict[str, Any]
     budget: dict[str, Any]
@@ -149,11 +156,6 @@ class Schedule:
     max_attempts: int
     thread_id: uuid.UUID | None
     webhook: dict[str, Any] | None
-    paused: bool
-    next_run_at: datetime
-    last_run_id: uuid.UUID | None
-    created_at: datetime
-    updated_at: datetime
 
 
 @dataclass(frozen=True, slots=True)

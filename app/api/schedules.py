@@ -7,7 +7,6 @@ show, pause and delete schedules.
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Response, status
@@ -19,7 +18,7 @@ from app.api.auth import Tenant, require_admin
 from app.api.deps import RuntimeDep
 from app.api.params import Cursor, Limit, decode_cursor, keyset_cursor, page_of, parse_id, uuid_path
 from app.api.problems import ApiProblem, problems
-from app.api.schemas import Budget, FiniteSeconds, Storable, Webhook, fields_of
+from app.api.schemas import Budget, FiniteSeconds, ResponseModel, Storable, Webhook, response_model
 from app.api.webhooks import UrlGuardDep, checked_webhook
 from app.cron import MAX_EVERY_S, MIN_EVERY_S, ScheduleInvalid, Timing
 from app.domain import Schedule
@@ -60,28 +59,9 @@ class PatchSchedule(BaseModel):
     paused: bool
 
 
-class ScheduleOut(BaseModel):
-    id: uuid.UUID
-    tenant_id: str
-    cron: str | None
-    every_s: float | None
-    timezone: str
-    next_run_at: datetime = Field(description="the next slot; a paused schedule's is where it stopped")
-    paused: bool
-    last_run_id: uuid.UUID | None
-    created_at: datetime
-    updated_at: datetime
-    agent: str
-    input: dict[str, Any]
-    budget: dict[str, Any]
-    priority: int
-    max_attempts: int
-    thread_id: uuid.UUID | None
-    webhook: dict[str, Any] | None
-
-    @classmethod
-    def of(cls, schedule: Schedule) -> ScheduleOut:
-        return cls(**fields_of(cls, schedule))
+@response_model(Schedule, next_run_at=Field(description="the next slot; a paused schedule's is where it stopped"))
+class ScheduleOut(ResponseModel[Schedule]):
+    pass
 
 
 class SchedulePage(BaseModel):

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import uuid
+from collections.abc import Callable, Collection
 from datetime import datetime
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Generic, Literal, Self, TypeVar, get_type_hints
 
 from pydantic import (
     AfterValidator,
@@ -14,10 +16,13 @@ from pydantic import (
     ConfigDict,
     Field,
     WithJsonSchema,
+    create_model,
 )
+from pydantic.fields import FieldInfo
 
-from app.domain import Event, Run, Status, Usage
+from app.domain import Event, Run, Usage
 
+D = TypeVar("D")
 MAX_INPUT_DEPTH = 64
 FiniteSeconds = Annotated[float, Field(allow_inf_nan=False)]
 
@@ -163,6 +168,43 @@ def fields_of(model: type[BaseModel], source: object, **shaped: Any) -> dict[str
     return {name: shaped[name] if name in shaped else getattr(source, name) for name in model.model_fields}
 
 
+class ResponseModel(BaseModel, Generic[D]):
+    """A response model of the domain dataclass ``D`` (see :func:`response_model`)."""
+
+    @classmethod
+    def of(cls, source: D) -> Self:
+        """The model of ``source``, its fields read by name; a model that shows one in a form of
+        its own overrides this."""
+        return cls(**fields_of(cls, source))
+
+
+M = TypeVar("M", bound=ResponseModel[Any])
+
+
+def response_model(domain: type, *, hide: Collection[str] = (), **shown: Any) -> Callable[[type[M]], type[M]]:
+    """Decorates a :class:`ResponseModel` subclass, which gives the name, docstring and ``of``:
+    the model it returns has ``domain``'s fields, in their order and with their types and
+    defaults, so that a field is written once. Not those in ``hide``; those in ``shown`` are
+    shown otherwise, as a type, a ``Field(...)`` (the domain's type, described) or
+    ``(type, default)``."""
+    hints = get_type_hints(domain)
+    if unknown := (set(hide) | set(shown)) - set(hints):
+        raise TypeError(f"{domain.__name__} has no fields {sorted(unknown)}")
+
+    def definition(field: dataclasses.Field[Any]) -> Any:
+        default = ... if field.default is dataclasses.MISSING else field.default
+        override = shown.get(field.name, hints[field.name])
+        if isinstance(override, FieldInfo):
+            return Annotated[hints[field.name], override], default
+        return override if isinstance(override, tuple) else (override, default)
+
+    def build(base: type[M]) -> type[M]:
+        definitions = {f.name: definition(f) for f in dataclasses.fields(domain) if f.name not in hide}
+        return create_model(base.__name__, __base__=base, __module__=base.__module__, __doc__=base.__doc__, **definitions)
+
+    return build
+
+
 class UsageOut(BaseModel):
     """What the run consumed over all its attempts (docs/usage.md)."""
 
@@ -174,6 +216,8 @@ class UsageOut(BaseModel):
     @classmethod
     def of(cls, usage: Usage) -> UsageOut:
         return cls(**usage.as_dict())
+
+
 class Waitpoint(BaseModel):
     """What a waiting run waits for."""
 
@@ -183,34 +227,18 @@ class Waitpoint(BaseModel):
     expires_at: datetime | None
 
 
-class RunOut(BaseModel):
+@response_model(
+    Run,
+    hide=("locked_by", "locked_until", "traceparent", "wait_count"),
+    id=str,
+    on_disconnect=Literal["continue", "cancel"],
+    schedule_id=Field(description="the schedule that created the run"),
+    thread_id=Field(description="the thread the run belongs to, if any"),
+    usage=(UsageOut, Field(default_factory=UsageOut)),
+    waitpoint=(Waitpoint | None, Field(default=None, description="the open wait while `waiting` (docs/waits.md)")),
+)
+class RunOut(ResponseModel[Run]):
     """A run as tenants see it: never the worker's lease fields."""
-
-    id: str
-    tenant_id: str
-    agent: str
-    status: Status
-    priority: int
-    attempts: int
-    max_attempts: int
-    input: dict[str, Any]
-    budget: dict[str, Any]
-    output: Any
-    available_at: datetime
-    created_at: datetime
-    updated_at: datetime
-    finished_at: datetime | None
-    cancel_requested_at: datetime | None
-    cancel_reason: str | None
-    error_code: str | None
-    error_message: str | None
-    on_disconnect: Literal["continue", "cancel"]
-    disconnect_grace_s: float
-    last_event_seq: int
-    schedule_id: uuid.UUID | None = Field(default=None, description="the schedule that created the run")
-    thread_id: uuid.UUID | None = Field(default=None, description="the thread the run belongs to, if any")
-    usage: UsageOut = Field(default_factory=UsageOut)
-    waitpoint: Waitpoint | None = Field(default=None, description="the open wait while `waiting` (docs/waits.md)")
 
     @classmethod
     def of(cls, run: Run) -> Self:
@@ -223,16 +251,9 @@ class RunPage(BaseModel):
     next_cursor: str | None = Field(description="pass back as `?cursor=` for the next page")
 
 
-class EventOut(BaseModel):
-    seq: int
-    type: str
-    data: dict[str, Any]
-    attempt: int
-    created_at: datetime
-
-    @classmethod
-    def of(cls, event: Event) -> EventOut:
-        return cls(**fields_of(cls, event))
+@response_model(Event)
+class EventOut(ResponseModel[Event]):
+    pass
 
 
 class EventPage(BaseModel):

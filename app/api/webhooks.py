@@ -8,7 +8,6 @@ before anything is stored; the sender checks it again before every delivery.
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query
@@ -28,7 +27,7 @@ from app.api.params import (
     uuid_path,
 )
 from app.api.problems import ApiProblem, problems
-from app.api.schemas import Webhook, fields_of
+from app.api.schemas import ResponseModel, Webhook, response_model
 from app.domain import Delivery
 from app.guards.signing import SecretUnreadable, TenantSecrets
 from app.guards.ssrf import UrlGuard, UrlRefused
@@ -66,26 +65,9 @@ class SecretOut(BaseModel):
     secret: str = Field(description="`whsec_` and base64: the key of the webhook-signature HMAC")
 
 
-class DeliveryOut(BaseModel):
+@response_model(Delivery, status=DeliveryStatus)
+class DeliveryOut(ResponseModel[Delivery]):
     """One delivery of a webhook; ``id`` is its `webhook-id` header, the same on every attempt."""
-
-    id: uuid.UUID
-    run_id: uuid.UUID
-    tenant_id: str
-    url: str
-    event_seq: int
-    event_type: str
-    status: DeliveryStatus
-    attempts: int
-    next_attempt_at: datetime
-    last_status_code: int | None
-    last_error: str | None
-    created_at: datetime
-    delivered_at: datetime | None
-
-    @classmethod
-    def of(cls, delivery: Delivery) -> DeliveryOut:
-        return cls(**fields_of(cls, delivery))
 
 
 class DeliveryPage(BaseModel):
