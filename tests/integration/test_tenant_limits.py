@@ -258,6 +258,30 @@ async def test_unlimited_tenants_are_not_locked_or_counted(engine: AsyncEngine, 
         assert (await conn.execute(text("SELECT count(*) FROM tenant_buckets"))).scalar_one() == 0
 
 
+async def test_a_rate_limited_burst_queues_at_its_rate_behind_another_tenants_run(
+    engine: AsyncEngine, queue: Queue
+) -> None:
+    """The k-th create of a burst ranks (k - 1) / rate seconds after the first, less what its
+    bucket refilled meanwhile (migration 0020): a run another tenant creates just after the burst
+    is claimed second, not eleventh; the burst's own runs keep their order, and their
+    available_at is their creation."""
+    limited = Queue(engine, limits=LimitDefaults(create_per_s=1, create_burst=10))
+    burst = [(await limited.enqueue(NewRun(tenant_id="alice", agent="demo", input={"k": k})))[0] for k in range(10)]
+    bob, _ = await queue.enqueue(NewRun(tenant_id="bob", agent="demo", input={}))
+    claimed = await queue.claim_batch(worker_id="w1", limit=3)
+    assert [c.run.id for c in claimed] == [burst[0].id, bob.id, burst[1].id]
+    async with engine.connect() as conn:
+        ranks = (await conn.execute(text(
+            "SELECT CAST(extract(epoch FROM queue_rank - created_at) AS float8) AS behind,"
+            " CAST(extract(epoch FROM available_at - created_at) AS float8) AS due"
+            " FROM agent_runs WHERE tenant_id = 'alice' ORDER BY created_at"
+        ))).all()  # fmt: skip
+    behind = [r.behind for r in ranks]
+    assert behind[0] == 0 and behind == sorted(behind) and behind[-1] > 5
+    assert all(b <= k + 1e-6 for k, b in enumerate(behind))
+    assert all(r.due == 0 for r in ranks)
+
+
 async def test_a_tenants_creates_waiting_on_its_bucket_leave_the_pool_to_the_others(
     engine: AsyncEngine, database_url: str
 ) -> None:

@@ -4,9 +4,10 @@
 -- A pending run and its run.queued (seq 1); nothing when the tenant's idempotency key is taken.
 -- In a thread (its row locked by the caller), the run takes the thread's next turn.
 -- runq_wake_workers (migration 0012) wakes one idle worker, or all when none is registered free.
--- Tenant limits (migration 0017): runq_admit_create refuses the create with one row (its limit,
--- Retry-After, policy) when the tenant is over one, and nothing is inserted; every answer
--- is one row, the run's columns null unless it was created.
+-- Tenant limits (migrations 0017, 0020): runq_admit_create refuses the create with one row (its
+-- limit, Retry-After, policy) when the tenant is over one, and nothing is inserted; a
+-- rate-limited tenant's admitted create gets a row with its rank_delay_s. Every answer is one
+-- row, the run's columns null unless it was created.
 WITH gate AS MATERIALIZED (
     SELECT * FROM runq_admit_create(:tenant_id, :idempotency_key, :limit_per_s, :limit_burst,
                                     :limit_max_pending)
@@ -17,14 +18,16 @@ WITH gate AS MATERIALIZED (
                             last_event_seq, traceparent)
     SELECT :tenant_id, :agent, :priority, :max_attempts,
             now() + make_interval(secs => :delay_s),
-            -- queue_rank is available_at minus priority x aging: one ascending key, one index
-            now() + make_interval(secs => :delay_s)
+            -- queue_rank is available_at minus priority x aging, plus how far into its burst a
+            -- rate-limited tenant's create went: one ascending key, one index
+            now() + make_interval(secs => :delay_s + coalesce(gate.rank_delay_s, 0))
                 - make_interval(secs => CAST(:priority AS int) * CAST(:aging_s AS float8)),
             CAST(:input AS jsonb), CAST(:budget AS jsonb), :idempotency_key, :request_hash,
             :on_disconnect, :disconnect_grace_s, CAST(:webhook AS jsonb),
             CAST(:thread_id AS uuid), CAST(:thread_turn AS bigint), 1,
             :traceparent  -- the creating request's trace context (docs/usage.md)
-     WHERE NOT EXISTS (SELECT FROM gate)
+      FROM (SELECT) one LEFT JOIN gate ON true
+     WHERE gate.limit_refused IS NULL
     ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING *
 ),
