@@ -203,11 +203,14 @@ class Claim:
 
 
 class ClaimBatch(list[Claim]):
-    """The runs one claim leased; ``more``: runnable runs were left besides them, so a slot
-    that frees should claim again rather than wait for a wake-up; ``lost``: fewer than asked
+    """The runs one claim leased; ``more``: more runnable runs were left besides them than the
+    other workers' free slots, so a slot that frees should claim again rather than wait for a
+    wake-up; ``unclaimed``: some were left, which those slots were woken for, so a freed slot
+    should look again within a poll in case a wake-up went astray; ``lost``: fewer than asked
     for, because a concurrent claim held runs this one saw, so look again at once."""
 
     more: bool = False
+    unclaimed: bool = False
     lost: bool = False
 
 

@@ -64,6 +64,7 @@ class Claims(Store):
             for r in claimed
         )
         batch.more = bool(claimed) and outlook["more"]
+        batch.unclaimed = bool(claimed) and bool(outlook.get("unclaimed"))
         batch.lost = bool(outlook.get("lost"))
         return batch
 

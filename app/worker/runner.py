@@ -82,6 +82,7 @@ class Runner:
         # it asked for answers them all (the queue was empty).
         self._owed = 0
         self._repoll = False  # woken by a freed slot only to set the poll again (_slot_freed)
+        self._unclaimed = False  # the last claim took runs and saw others left (ClaimBatch)
         self._claiming = 0  # the limit of the claim in flight
         self._passing = 0  # targeted wake-ups to pass on (wake)
         self._passer: asyncio.Task[None] | None = None
@@ -173,6 +174,7 @@ class Runner:
                 emptied = len(claims) < free and not claims.lost  # the queue had no more for us
                 self._owed = arrived + (0 if emptied else max(owed - len(claims), 0))
                 self._drained = (emptied or not claims.more) and self._owed == 0
+                self._unclaimed = claims.unclaimed
                 for claim in claims:
                     self._start(claim, claimed)
                 # A concurrent claim took runs this one saw, maybe the one it was woken for
@@ -192,11 +194,16 @@ class Runner:
         duty: each polls every ``poll_s`` times their number (spread at random), so the fleet
         polls about once per ``poll_s`` whatever its size, not once per worker. The number is
         the heartbeat's, so after a burst that kept every worker busy, the workers freeing up
-        poll soon (a run no wake-up reached waits about ``poll_s``, not minutes).
+        poll soon (a run no wake-up reached waits about ``poll_s``, not minutes). A worker whose
+        last claim took runs and saw others left polls within about ``poll_s`` instead: should
+        the wake-ups sent for those have gone astray (to a worker whose claim found its run
+        taken), the tail of a burst is claimed by every worker that drained it, each in a poll,
+        not by the fleet one run a poll. Its next claim that finds nothing ends that.
         """
         if not (self._listening and self._drained):
             return self._poll_s
-        return self._poll_s * max(1, self._heartbeat.idle_workers) * random.uniform(0.5, 1.5)
+        share = 1 if self._unclaimed else max(1, self._heartbeat.idle_workers)
+        return self._poll_s * share * random.uniform(0.5, 1.5)
 
     async def _sleep(self, seconds: float) -> None:
         """Until woken or ``seconds`` pass: polling is the fallback when NOTIFY is lost."""

@@ -55,18 +55,14 @@ room AS (
     SELECT coalesce(sum(slots - slots_in_use), 0) AS free FROM workers WHERE worker_id <> :worker_id
 )
 -- notified is referenced here, so that its NOTIFY is evaluated. One row even when nothing was
--- claimed (its run columns null), for the outlook: more and lost.
-SELECT c.*, ck.state AS resume_state, o.more, o.lost
+-- claimed (its run columns null), for the outlook: more, unclaimed and lost.
+SELECT c.*, ck.state AS resume_state, o.more, o.unclaimed, o.lost
   FROM (SELECT
        -- more runnable runs left than those free slots: a slot of ours that frees claims again.
-       -- The statement's snapshot still shows the claimed runs pending, so no anti-join: the
-       -- probe counts that many more, on the claim's own index (never a scan of the history).
-       (SELECT count(*) FROM (SELECT 1 FROM agent_runs p
-                               WHERE p.status = 'pending' AND p.available_at <= now()
-                                 AND p.cancel_requested_at IS NULL
-                               ORDER BY p.queue_rank, p.created_at
-                               LIMIT (SELECT free FROM room) + (SELECT count(*) FROM claimed) + 1) l)
-           > (SELECT free FROM room) + (SELECT count(*) FROM claimed) AS more,
+       p.runnable > (SELECT free FROM room) + (SELECT count(*) FROM claimed) AS more,
+       -- runnable runs left besides ours, no more than the free slots woken for them: should
+       -- one of those wake-ups go astray, a freed slot of ours looks within a poll (runner.py).
+       p.runnable > (SELECT count(*) FROM claimed) AS unclaimed,
        -- fewer than :limit claimed, yet this snapshot shows more runnable runs than that (the
        -- claimed ones among them): a concurrent claim held the others. It may have been woken
        -- for a run committed after this snapshot began, which nobody else is woken for: look
@@ -78,7 +74,15 @@ SELECT c.*, ck.state AS resume_state, o.more, o.lost
                                    ORDER BY r.queue_rank, r.created_at
                                    LIMIT (SELECT count(*) FROM claimed) + 1) h)
                > (SELECT count(*) FROM claimed)
-       ELSE false END AS lost) o
+       ELSE false END AS lost
+       -- The statement's snapshot still shows the claimed runs pending, so no anti-join: the
+       -- probe counts that many more, on the claim's own index (never a scan of the history).
+       FROM (SELECT count(*) AS runnable
+               FROM (SELECT 1 FROM agent_runs p
+                      WHERE p.status = 'pending' AND p.available_at <= now()
+                        AND p.cancel_requested_at IS NULL
+                      ORDER BY p.queue_rank, p.created_at
+                      LIMIT (SELECT free FROM room) + (SELECT count(*) FROM claimed) + 1) l) p) o
   LEFT JOIN claimed c ON true
   LEFT JOIN run_checkpoints ck ON ck.run_id = c.id
  WHERE (SELECT count(*) FROM notified) >= 0;
