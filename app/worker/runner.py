@@ -174,7 +174,7 @@ class Runner:
                 emptied = len(claims) < free and not claims.lost  # the queue had no more for us
                 self._owed = arrived + (0 if emptied else max(owed - len(claims), 0))
                 self._drained = (emptied or not claims.more) and self._owed == 0
-                self._unclaimed = claims.unclaimed
+                self._unclaimed = claims.unclaimed and not emptied  # else: behind a thread's turn
                 for claim in claims:
                     self._start(claim, claimed)
                 # A concurrent claim took runs this one saw, maybe the one it was woken for

@@ -133,6 +133,27 @@ async def test_claim_skips_delayed_and_cancel_requested_runs(queue: Queue, engin
     assert delayed != ready
 
 
+async def test_a_claim_says_whether_runs_were_left_and_whether_more_than_the_free_slots(
+    queue: Queue, engine: AsyncEngine
+) -> None:
+    """``more``: runnable runs left beyond the other workers' free slots (claim again at once);
+    ``unclaimed``: some left, which those slots were woken for (app/worker/runner.py)."""
+    other = WorkerInfo.start(slots=2)
+    await queue.renew_leases({}, worker=other)  # two free slots registered elsewhere
+    runs = [await enqueue(queue) for _ in range(5)]
+    await enqueue(queue, delay_s=3600)  # not runnable: never counts
+    outlooks = []
+    for _ in range(5):
+        claims = await queue.claim_batch(worker_id="w1", limit=1)
+        outlooks.append((claims[0].run.id, claims.more, claims.unclaimed))
+    assert outlooks == [
+        (runs[0], True, True), (runs[1], True, True), (runs[2], False, True), (runs[3], False, True),
+        (runs[4], False, False),
+    ]  # fmt: skip
+    claims = await queue.claim_batch(worker_id="w1", limit=1)
+    assert (len(claims), claims.more, claims.unclaimed) == (0, False, False)
+
+
 async def test_a_short_claim_says_whether_a_concurrent_claim_held_runs_it_saw(
     queue: Queue, engine: AsyncEngine
 ) -> None:

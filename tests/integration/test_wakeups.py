@@ -216,6 +216,35 @@ async def test_a_burst_while_every_worker_is_busy_is_claimed_as_they_free_up(
         await engine.dispose()
 
 
+async def test_a_tail_whose_wakeups_went_astray_is_claimed_within_a_few_polls(
+    stats_url: str, stats: asyncpg.Connection
+) -> None:
+    """Runs left when the wake-ups sent for them went astray (here: each reached a worker before
+    its run was available, so the claim found nothing) are claimed by the workers that took runs
+    next to them, each within a poll, not by the idle fleet's shared poll, one run per poll_s
+    (IDLE_WORKERS x poll_s for each worker: minutes here)."""
+    runs, poll_s = IDLE_WORKERS - 1, 5.0
+    engine = create_engine(stats_url, pool_size=2)
+    queue = Queue(engine)
+
+    async def nothing_pending() -> bool:
+        return bool(await stats.fetchval("SELECT count(*) = 0 FROM agent_runs WHERE status = 'pending'"))
+
+    try:
+        async with idle_fleet(stats_url, stats, poll_s=poll_s):
+            for _ in range(runs):
+                await queue.enqueue(NewRun(tenant_id="t1", agent="demo", input={"steps": 0}, delay_s=1.0))
+            await wait_until(
+                lambda: stats.fetchval("SELECT count(*) = 0 FROM agent_runs WHERE available_at > now()"),
+                within=10, what="the astray runs available",
+            )  # fmt: skip
+            for _ in range(runs):
+                await queue.enqueue(NewRun(tenant_id="t1", agent="demo", input={"steps": 0}))
+            await wait_until(nothing_pending, within=4 * poll_s, what="the tail claimed")
+    finally:
+        await engine.dispose()
+
+
 async def test_a_wakeup_for_a_slot_already_taken_is_passed_to_an_idle_worker(
     queue: Queue, engine: AsyncEngine, database_url: str, direct_database_url: str
 ) -> None:
