@@ -117,6 +117,7 @@ class PreparedStatements:
             "aging_s": 60.0,
             "event_counts": [0] * len(ordered),
             "event_run_ids": [],
+            "event_lease_ids": [],
             "types": [],
             "datas": [],
         }

@@ -63,6 +63,7 @@ class Events(Store):
             "states": [None if a.state is None else dumps(a.state) for a in ordered],
             "event_counts": [len(a.events) for a in ordered],
             "event_run_ids": [a.run_id for a in ordered for _ in a.events],
+            "event_lease_ids": [a.lease_id for a in ordered for _ in a.events],
             **events_params([event for a in ordered for event in a.events]),
         }
         extras = {**messages_params([(a.run_id, a.messages) for a in ordered]), **usage_params(ordered)}

@@ -57,6 +57,7 @@ class Endings(Store):
             "error_messages": [_message(e.finish) for e in ordered],
             "event_counts": [len(e.events) for e in ordered],
             "event_run_ids": [e.run_id for e in ordered for _ in e.events],
+            "event_lease_ids": [e.lease_id for e in ordered for _ in e.events],
             "types": [t for e in ordered for t, _ in e.events],
             "datas": [dumps(d) for e in ordered for _, d in e.events],
             "retry_base_s": self.retry.base_s,

@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.domain import Finish, Status
 from app.errors import LeaseLost
-from app.queue import Ended, NewRun, Queue
+from app.queue import Appended, Ended, NewRun, Queue
 from app.worker.writer import Writer
 
 
@@ -137,3 +137,36 @@ async def test_appends_of_many_runs_share_a_statement_and_a_lost_lease_drops_onl
                 await conn.execute(text("SELECT state, event_seq FROM run_checkpoints WHERE run_id = :id"), {"id": claim.run.id})
             ).first()
         assert (saved is None) if i % 2 == 0 else (tuple(saved) == ({"i": i}, 4))  # type: ignore[arg-type]
+
+
+async def test_a_lost_attempts_flush_beside_the_next_attempts_writes_only_the_current_lease(
+    queue: Queue, engine: AsyncEngine
+) -> None:
+    """One batch holding a run twice: the flush of an attempt whose lease was lost and the
+    writes of the attempt that re-claimed it. Only the current lease's events are stored, from
+    the run's own last seq: none past it, so the run's next writer finds its seq free."""
+    await queue.enqueue(NewRun(tenant_id="acme", agent="demo", input={}))
+    lost = (await queue.claim_batch(worker_id="w", limit=1))[0]
+    async with engine.begin() as conn:  # its lease expired and the reaper requeued it
+        await conn.execute(text("UPDATE agent_runs SET locked_until = now() - interval '1 second' WHERE id = :id"), {"id": lost.run.id})
+    await queue.reap_expired()
+    current = (await queue.claim_batch(worker_id="w", limit=1))[0]
+    run_id = current.run.id
+    assert (run_id, current.lease_id != lost.lease_id) == (lost.run.id, True)
+
+    written = await queue.append_events_many([
+        Appended(run_id, lost.lease_id, events=[("message.delta", {"text": "lost 1"}), ("message.delta", {"text": "lost 2"})]),
+        Appended(run_id, current.lease_id, events=[("message.delta", {"text": "current"})]),
+    ])  # fmt: skip
+    finished = await queue.finish_many([
+        Ended(run_id, lost.lease_id, Finish.done({"from": "lost"}), events=(("message.completed", {"text": "lost"}),)),
+        Ended(run_id, current.lease_id, Finish.done({"from": "current"}), events=(("message.completed", {"text": "current"}),)),
+    ])  # fmt: skip
+
+    events = await queue.read_events(run_id)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert not [e for e in events if "lost" in str(e.data.get("text", ""))]
+    assert [e.type for e in events][-3:] == ["message.delta", "message.completed", "run.completed"]
+    run = await queue.get_run(run_id, tenant_id=None)
+    assert (run.status, run.output, run.last_event_seq) == (Status.DONE, {"from": "current"}, events[-1].seq)
+    assert written[run_id] == events[-3].seq and finished[run_id].last_event_seq == events[-1].seq

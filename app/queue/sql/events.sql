@@ -30,8 +30,8 @@ last_event_seq = r.last_event_seq + a.n
 -- messages go with a checkpoint only).
   FROM locked, a
  WHERE r.id = locked.id AND a.run_id = r.id AND r.lease_id = a.lease_id AND r.status = 'leased'
-RETURNING r.id, r.last_event_seq, r.attempts, a.state, a.n, r.thread_id, r.cancel_reason, r.history_at,
-          a.state IS NOT NULL AS keeps_messages
+RETURNING r.id, a.lease_id, r.last_event_seq, r.attempts, a.state, a.n, r.thread_id, r.cancel_reason,
+          r.history_at, a.state IS NOT NULL AS keeps_messages
 
 -- part: appended_written
 -- Defines ev, ck and notified from t, and ends the statement with its result: the events, the
@@ -40,7 +40,7 @@ RETURNING r.id, r.last_event_seq, r.attempts, a.state, a.n, r.thread_id, r.cance
 ev AS (
     INSERT INTO run_events (run_id, seq, type, data, attempt, history_at)
     SELECT t.id, t.last_event_seq - t.n + e.k, e.type, e.data, t.attempts, t.history_at
-      FROM t JOIN e ON e.run_id = t.id
+      FROM t JOIN e ON e.run_id = t.id AND e.lease_id = t.lease_id
     RETURNING run_id
 ), ck AS (
     INSERT INTO run_checkpoints (run_id, state, attempt, event_seq)

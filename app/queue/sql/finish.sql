@@ -81,7 +81,7 @@ updated_at = now()
 -- not the input: decoding it again for every finished run costs more than a no-op run
 RETURNING r.id, r.status, r.attempts, r.output, r.available_at, r.updated_at, r.finished_at,
           r.locked_by, r.locked_until, r.error_code, r.error_message, r.cancel_reason,
-          r.last_event_seq, r.waitpoint, f.ending, f.n, r.thread_id, r.history_at,
+          r.last_event_seq, r.waitpoint, f.ending, f.n, f.lease_id, r.thread_id, r.history_at,
           locked.locked_by AS freed_by,
           -- threads (§8): an ending writes the messages added since the last checkpoint only
           -- when the agent finished or was stopped (done, cancelled; not rolled back): a retry
@@ -96,7 +96,7 @@ ev AS (
     -- only the runs whose lease held (t), so a lost lease drops that run's events alone
     INSERT INTO run_events (run_id, seq, type, data, attempt, history_at)
     SELECT t.id, t.last_event_seq - t.n - 1 + e.k, e.type, e.data, t.attempts, t.history_at
-      FROM t JOIN e ON e.run_id = t.id
+      FROM t JOIN e ON e.run_id = t.id AND e.lease_id = t.lease_id
     UNION ALL
     ${part:outcome_event}
       FROM t

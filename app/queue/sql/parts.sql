@@ -6,13 +6,17 @@
 -- the statements with their parts filled in.
 
 -- part: buffered_events
--- Defines e: every run's buffered events (k numbers one run's events from 1; the statement's
--- input carries how many each run has).
+-- Defines e: every attempt's buffered events, each with the lease it was buffered under (k
+-- numbers one attempt's events from 1; the statement's input carries how many each has). A
+-- batch can hold two attempts of one run: the flush of an attempt whose lease was lost beside
+-- the first of the attempt that re-claimed the run. Only the events of the lease a run was
+-- fenced by are written, numbered from its own last seq.
 e AS (
-    SELECT x.run_id, x.type, x.data,
-           row_number() OVER (PARTITION BY x.run_id ORDER BY x.ord) AS k
-      FROM unnest(CAST(:event_run_ids AS uuid[]), CAST(:types AS text[]), CAST(:datas AS jsonb[]))
-              WITH ORDINALITY AS x(run_id, type, data, ord)
+    SELECT x.run_id, x.lease_id, x.type, x.data,
+           row_number() OVER (PARTITION BY x.run_id, x.lease_id ORDER BY x.ord) AS k
+      FROM unnest(CAST(:event_run_ids AS uuid[]), CAST(:event_lease_ids AS uuid[]),
+                  CAST(:types AS text[]), CAST(:datas AS jsonb[]))
+              WITH ORDINALITY AS x(run_id, lease_id, type, data, ord)
 )
 
 -- part: usage_deltas
