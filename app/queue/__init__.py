@@ -88,10 +88,13 @@ class Queue(
     """The queue's operations; each method is one short transaction on its own connection."""
 
     @classmethod
-    def from_settings(cls, engine: AsyncEngine, settings: Settings) -> Queue:
+    def from_settings(
+        cls, engine: AsyncEngine, settings: Settings, *, claim_engine: AsyncEngine | None = None
+    ) -> Queue:
         """The queue as configured by ``RUNQ_*`` (the API, the worker and the CLI)."""
         return cls(
             engine,
+            claim_engine=claim_engine,
             lease_s=settings.lease_s,
             retry=RetryBackoff(settings.retry_base_s, settings.retry_max_s),
             priority_aging_s=settings.priority_aging_s,

@@ -51,7 +51,7 @@ class Claims(Store):
                 ):
                     rows += more
         else:
-            async with self._statement() as conn:
+            async with self._statement(self.claim_engine) as conn:
                 rows += (await conn.execute(CLAIM_BATCH, params)).all()
         outlook = rows[0]._mapping if rows else {}
         # queue order, whichever join order the plan of the statement's result took

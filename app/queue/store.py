@@ -40,6 +40,7 @@ class Store:
         self,
         engine: AsyncEngine,
         *,
+        claim_engine: AsyncEngine | None = None,
         lease_s: float = 30.0,
         retry: RetryBackoff | None = None,
         priority_aging_s: float = 60.0,
@@ -48,6 +49,7 @@ class Store:
         limits: LimitDefaults | None = None,
     ) -> None:
         self.engine = engine
+        self.claim_engine = claim_engine or engine  # a worker's claims (app.db.engine.worker_engines)
         self.lease_s = lease_s
         self.retry = retry or RetryBackoff()
         self.aging_s = priority_aging_s
@@ -67,7 +69,7 @@ class Store:
                 yield conn
 
     @asynccontextmanager
-    async def _statement(self) -> AsyncIterator[AsyncConnection]:
+    async def _statement(self, engine: AsyncEngine | None = None) -> AsyncIterator[AsyncConnection]:
         """For one statement in autocommit, without BEGIN/COMMIT round trips on the hot paths.
 
         A statement is atomic on its own: a transition's CTEs (status, events, checkpoint,
@@ -75,7 +77,7 @@ class Store:
         pooler it runs in a transaction all the same (see ``PoolerPool``).
         """
         with translated():
-            async with one_statement(self.engine) as conn:
+            async with one_statement(engine or self.engine) as conn:
                 yield conn
 
     def _idle_bound(self) -> dict[str, str]:

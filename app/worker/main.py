@@ -12,7 +12,7 @@ from prometheus_client import start_http_server
 
 from app import heap, tracing
 from app.agents.model_client import close_shared_clients
-from app.db.engine import asyncpg_dsn, engine_for
+from app.db.engine import asyncpg_dsn, worker_engines
 from app.domain import WorkerInfo
 from app.guards.redact import Redactor
 from app.logs import configure_logging, log_context
@@ -53,8 +53,8 @@ async def serve(
     worker = WorkerInfo.start(slots=concurrency)
     worker_id = worker.worker_id
     with log_context(worker_id=worker_id):
-        engine = engine_for(database_url, settings, role="worker")
-        queue = Queue.from_settings(engine, settings)
+        engine, claim_engine = worker_engines(database_url, settings)
+        queue = Queue.from_settings(engine, settings, claim_engine=claim_engine)
         heartbeat = Heartbeat(
             database_url=database_url,
             worker=worker,
@@ -109,4 +109,6 @@ async def serve(
         finally:
             await close_shared_clients()  # the openai agent's model connections
             await engine.dispose()
+            if claim_engine is not None:
+                await claim_engine.dispose()
         log.info("worker stopped")

@@ -14,15 +14,17 @@ NOT EXISTS (SELECT 1 FROM agent_runs p
 -- run.started; the worker's slots in use as of this claim (:limit were free), so that
 -- runq_wake_workers picks workers that have room; one NOTIFY per 150 runs
 -- ("<run_id>:<last_seq>" joined by commas, under 8,000 bytes), not one per run: each costs the
--- committing backend and every listening session. The statement must read notified.
+-- committing backend and every listening session. The statement must read notified. Runs are
+-- taken by id = ANY(ARRAY(...)), each a lookup of the primary key in any plan: a worker's
+-- claims run on a generic plan (app/db/engine.py, worker_engines), which estimates picked at a
+-- tenth of the pending runs and would join them by a scan of agent_runs.
 claimed AS (
     UPDATE agent_runs r
        SET status = 'leased', attempts = r.attempts + 1, lease_id = gen_random_uuid(),
            locked_by = :worker_id, locked_until = now() + make_interval(secs => :lease_s),
            leased_at = now(), heartbeat_at = now(), last_event_seq = r.last_event_seq + 1,
            updated_at = now()
-      FROM picked
-     WHERE r.id = picked.id
+     WHERE r.id = ANY(ARRAY(SELECT id FROM picked))
     RETURNING r.*
 ), started AS (
     INSERT INTO run_events (run_id, seq, type, data, attempt, history_at)
