@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 import uuid
 from typing import Any, Literal
 
+import orjson
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -86,6 +88,7 @@ def create_engine(
         # and callers see DatabaseUnavailable (503 / worker backoff) and retry.
         pool_recycle=1800,
         json_serializer=_dumps,
+        json_deserializer=_loads,
         connect_args=connect_args,
     )
 
@@ -193,3 +196,16 @@ class PoolerPool(BoundedPool):
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), default=str)
+
+
+# jsonb holds numbers of any size; orjson reads an integer past 64 bits as a float (a loss) and
+# refuses 1e400, so a value that may hold one is read by json, as every value was before.
+_MAYBE_PAST_64_BITS = re.compile(r"\d{19}|\d[eE]")
+
+
+def _loads(text: str) -> Any:
+    """A jsonb column as read: orjson takes a tenth of json's CPU, about 3 µs of a no-op run's
+    claim and ending."""
+    if _MAYBE_PAST_64_BITS.search(text):
+        return json.loads(text)
+    return orjson.loads(text)
