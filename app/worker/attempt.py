@@ -89,7 +89,7 @@ class Attempt:
         self.groups = ProcessGroups()
         self.stop_reason: StopReason | None = None
         self.events = EventBuffer(
-            self._append_in_background, on_background_error=self._background_error
+            self._append_in_background, on_background_error=_background_error
         )
         self._queue = queue
         self._writer = writer
@@ -319,13 +319,6 @@ class Attempt:
     def _redacted(self, events: list[PendingEvent]) -> list[PendingEvent]:
         return [(type, self._redactor.data(data)) for type, data in events]
 
-    def _background_error(self, exc: BaseException) -> None:
-        if isinstance(exc, LeaseLost):
-            return  # _write has already stopped the run
-        if isinstance(exc, DatabaseUnavailable):
-            return  # kept for the next statement; the writer logs each failed one
-        log.error("buffered events not written", exc_info=exc)
-
     # -- waits -----------------------------------------------------------------------------
 
     async def wait_for(self, name: str, *, payload: Any = None, timeout_s: float | None = None) -> Any:
@@ -397,3 +390,13 @@ class Attempt:
         limit = self.budget.get(_LIMITS[name])
         if limit is not None and self.counts[name] > int(limit):
             raise BudgetExceeded(f"{_LIMITS[name]} of {limit} used up")
+
+
+def _background_error(exc: BaseException) -> None:
+    """A background write's failure, as the attempt handles it (a function, not a method: the
+    event buffer holds it, and a method would tie the buffer and the attempt in a cycle)."""
+    if isinstance(exc, LeaseLost):
+        return  # _write has already stopped the run
+    if isinstance(exc, DatabaseUnavailable):
+        return  # kept for the next statement; the writer logs each failed one
+    log.error("buffered events not written", exc_info=exc)
