@@ -115,12 +115,16 @@ def engine_for(url: str, settings: Settings, *, role: Role, set_aside: int = 0) 
     ``RUNQ_DB_POOL_TIMEOUT_S``."""
     return create_engine(
         url,
-        pool_size=(settings.db_pool_size or DEFAULT_POOL_SIZE[role]) - set_aside,
+        pool_size=_pool_size(settings, role) - set_aside,
         max_overflow=settings.db_max_overflow,
         pool_timeout_s=settings.db_pool_timeout_s,
         application_name=f"runq-{role}",
         prepared_statements=settings.db_prepared_statements,
     )
+
+
+def _pool_size(settings: Settings, role: Role) -> int:
+    return settings.db_pool_size or DEFAULT_POOL_SIZE[role]
 
 
 def worker_engines(url: str, settings: Settings) -> tuple[AsyncEngine, AsyncEngine | None]:
@@ -133,7 +137,7 @@ def worker_engines(url: str, settings: Settings) -> tuple[AsyncEngine, AsyncEngi
     (one claim at a time) gets a session of its own, set aside from ``RUNQ_DB_POOL_SIZE``.
     Behind a pooler no plan is kept anyway, and a pool of one is not split.
     """
-    if not settings.db_prepared_statements or (settings.db_pool_size or DEFAULT_POOL_SIZE["worker"]) < 2:
+    if not settings.db_prepared_statements or _pool_size(settings, "worker") < 2:
         return engine_for(url, settings, role="worker"), None
     claims = create_engine(
         url,

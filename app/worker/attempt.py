@@ -88,9 +88,7 @@ class Attempt:
         self._unsaved_messages: list[dict[str, Any]] = []
         self.groups = ProcessGroups()
         self.stop_reason: StopReason | None = None
-        self.events = EventBuffer(
-            self._append_in_background, on_background_error=_background_error
-        )
+        self.events = EventBuffer(self._append_in_background)
         self._queue = queue
         self._writer = writer
         self._redactor = redactor
@@ -390,13 +388,3 @@ class Attempt:
         limit = self.budget.get(_LIMITS[name])
         if limit is not None and self.counts[name] > int(limit):
             raise BudgetExceeded(f"{_LIMITS[name]} of {limit} used up")
-
-
-def _background_error(exc: BaseException) -> None:
-    """A background write's failure, as the attempt handles it (a function, not a method: the
-    event buffer holds it, and a method would tie the buffer and the attempt in a cycle)."""
-    if isinstance(exc, LeaseLost):
-        return  # _write has already stopped the run
-    if isinstance(exc, DatabaseUnavailable):
-        return  # kept for the next statement; the writer logs each failed one
-    log.error("buffered events not written", exc_info=exc)

@@ -15,10 +15,11 @@ per write were a quarter of a streaming worker's CPU.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from app.errors import DatabaseUnavailable
+from app.errors import DatabaseUnavailable, LeaseLost
 
 DELTA = "message.delta"
 
@@ -33,6 +34,8 @@ BackgroundTake = Callable[[], list[PendingEvent] | None]
 Written = Callable[[BaseException | None], None]
 Submit = Callable[[BackgroundTake, Written], None]
 
+log = logging.getLogger(__name__)
+
 
 class EventBuffer:
     """Buffers one attempt's events and hands them to a writer, one write at a time.
@@ -45,10 +48,12 @@ class EventBuffer:
     """
 
     def __init__(
-        self, submit: Submit, *, on_background_error: Callable[[BaseException], None]
+        self, submit: Submit, *, on_background_error: Callable[[BaseException], None] | None = None
     ) -> None:
         self._submit: Submit | None = submit  # None once closed
-        self._on_background_error = on_background_error
+        # a function, not a method of the buffer's owner: this buffer must not hold its attempt
+        # once closed (see close)
+        self._on_background_error = on_background_error or report_background_error
         self._events: list[PendingEvent] = []
         self._lock = asyncio.Lock()
         self._background = False  # a background write is handed over and not settled yet
@@ -140,6 +145,15 @@ class EventBuffer:
         The writer is let go: it is the attempt's, which holds this buffer, and that cycle left
         each run's objects to the garbage collector (a tenth of a no-op run's worker CPU)."""
         self._submit = None
+
+
+def report_background_error(exc: BaseException) -> None:
+    """A background write's failure, unless another path reports it."""
+    if isinstance(exc, LeaseLost):
+        return  # the attempt's writes stop the run on it
+    if isinstance(exc, DatabaseUnavailable):
+        return  # kept for the next statement; the writer logs each failed one
+    log.error("buffered events not written", exc_info=exc)
 
 
 def _consume_outcome(task: asyncio.Future[Any]) -> None:
