@@ -16,7 +16,6 @@ with the next one or with the ending, a waiting one too.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import logging
 import threading
@@ -195,7 +194,8 @@ class Attempt:
             message = self._redactor.text(message)
             if len(message) > MAX_ERROR_MESSAGE:
                 message = message[: MAX_ERROR_MESSAGE - 1] + "…"
-        return dataclasses.replace(finish, output=output, error_message=message)
+        # the constructor, not dataclasses.replace: a third of this function's time, every run
+        return Finish(finish.ending, output, finish.error_code, message, finish.wait)
 
     # -- the agent's side: cancellation -----------------------------------------------------
 

@@ -4,6 +4,7 @@ if anything, stopped the run early. The runner writes whatever it says, and noth
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any, Literal
 
 from app.agents.base import AgentError, BudgetExceeded, DeadlineExceeded, FatalError
@@ -28,7 +29,11 @@ class AgentEnded:
 
 
 def decide(
-    ended: AgentEnded, stop: StopReason | None, *, deadline_message: str, budget_message: str = ""
+    ended: AgentEnded,
+    stop: StopReason | None,
+    *,
+    deadline_message: Callable[[], str],
+    budget_message: Callable[[], str],
 ) -> Finish | None:
     """The ending of this attempt, or ``None`` when its lease is lost: the claim belongs to
     someone else now, and this worker writes nothing more for it.
@@ -36,6 +41,8 @@ def decide(
     A stop wins over how the agent ended only if the agent did not return: a value returned
     before a late cancel is still the run's output. A wait is a clean end like a return,
     except that a cancel, a deadline or a passed ``max_tokens`` still wins over it. A lost lease wins over everything.
+    The messages are asked for only when the run ends on that stop (formatting them for every
+    run costs more than a microsecond).
     """
     error = ended.error
     if stop == "lease_lost" or isinstance(error, LeaseLost):
@@ -49,9 +56,9 @@ def decide(
             case "shutdown":
                 return Finish.released()
             case "deadline":
-                return Finish.dead(DeadlineExceeded.code, deadline_message)
+                return Finish.dead(DeadlineExceeded.code, deadline_message())
             case "budget":  # max_tokens passed: also when the agent swallowed BudgetExceeded
-                return Finish.dead(BudgetExceeded.code, budget_message)
+                return Finish.dead(BudgetExceeded.code, budget_message())
     match error:
         case None if ended.returned:
             return Finish.done(ended.value)

@@ -293,8 +293,8 @@ class Runner:
             finish = decide(
                 ended,
                 attempt.stop_reason,
-                deadline_message=_deadline_message(run),
-                budget_message=attempt.usage.budget_message,
+                deadline_message=lambda: _deadline_message(run),
+                budget_message=lambda: attempt.usage.budget_message,
             )
             if finish is None:
                 LEASES_LOST.inc()

@@ -59,7 +59,7 @@ CASES: list[tuple[str, AgentEnded, StopReason | None, Finish | None]] = [
 
 @pytest.mark.parametrize(("ended", "stop", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_decide(ended: AgentEnded, stop: StopReason | None, expected: Finish | None) -> None:
-    assert decide(ended, stop, deadline_message="late", budget_message="over") == expected
+    assert decide(ended, stop, deadline_message=lambda: "late", budget_message=lambda: "over") == expected
 
 
 def test_every_ending_is_reachable() -> None:
