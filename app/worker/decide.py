@@ -3,8 +3,8 @@ if anything, stopped the run early. The runner writes whatever it says, and noth
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from app.agents.base import AgentError, BudgetExceeded, DeadlineExceeded, FatalError
