@@ -11,6 +11,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterator
+from functools import cache
 from typing import Protocol
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
@@ -135,9 +136,15 @@ def count_ending(run: _Ended) -> None:
     elif run.status is Status.WAITING:
         RUNS_WAITED.inc()
     elif run.status in TERMINAL:
-        RUNS_FINISHED.labels(status=run.status.value).inc()
+        _finished(run.status).inc()
         if run.status is Status.CANCELLED:
             RUNS_CANCELLED.labels(reason=run.cancel_reason or "unknown").inc()
+
+
+@cache
+def _finished(status: Status) -> Counter:
+    """The counter of one terminal status: ``labels`` looks it up under a lock, on every run."""
+    return RUNS_FINISHED.labels(status=status.value)
 
 
 class QueueGauges(Collector):
