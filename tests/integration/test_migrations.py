@@ -52,8 +52,23 @@ def test_the_migrated_indexes_are_the_metadatas_with_their_predicates(
     try:
         migrated, created = asyncio.run(indexes(direct_database_url)), asyncio.run(indexes(url, create=True))
         assert migrated == created
+        assert any("WHERE (status <> 'leased'::text)" in str(definition) for *_, definition in migrated)
     finally:
         _admin(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+async def list_index_predicates(url: str) -> dict[str, str | None]:
+    """The WHERE of the run lists' and the re-homing's indexes (migration 0021)."""
+    conn = await asyncpg.connect(asyncpg_dsn(url))
+    try:
+        rows = await conn.fetch(
+            "SELECT c.relname, pg_get_expr(i.indpred, i.indrelid) FROM pg_index i JOIN pg_class c"
+            " ON c.oid = i.indexrelid WHERE c.relname = ANY($1::text[])",
+            ["ix_agent_runs_created", "ix_agent_runs_tenant_created", "ix_agent_runs_unfinished"],
+        )
+        return {name: predicate for name, predicate in rows}
+    finally:
+        await conn.close()
 
 
 def test_downgrade_to_base_and_upgrade_again(server_url: str) -> None:
@@ -62,9 +77,21 @@ def test_downgrade_to_base_and_upgrade_again(server_url: str) -> None:
     url = make_url(server_url).set(database=name).render_as_string(hide_password=False)
     try:
         upgrade(url)
+        command.downgrade(alembic_config(url), "0020")  # leased runs back in the list indexes
+        assert asyncio.run(list_index_predicates(url)) == {
+            "ix_agent_runs_created": None,
+            "ix_agent_runs_tenant_created": None,
+            "ix_agent_runs_unfinished": "((status <> ALL (ARRAY['done'::text, 'dead'::text, 'cancelled'::text]))"
+            " AND (history_at IS NOT NULL))",
+        }
         command.downgrade(alembic_config(url), "base")
         upgrade(url)
         command.check(alembic_config(url))
+        assert set(asyncio.run(list_index_predicates(url)).values()) == {
+            "(status <> 'leased'::text)",
+            "((status <> ALL (ARRAY['done'::text, 'dead'::text, 'cancelled'::text, 'leased'::text]))"
+            " AND (history_at IS NOT NULL))",
+        }
     finally:
         _admin(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
