@@ -140,7 +140,8 @@ class History(Store):
         return True
 
     async def rehome_unfinished(self, *, batch: int = REHOME_BATCH) -> int:
-        """Move runs still going a day after their ``history_at`` (and their events) to today."""
+        """Move runs still going a day after their ``history_at`` (and their events) to today:
+        up to ``batch`` leased runs and as many others."""
         async with self._tx() as conn:
             await conn.execute(BOUND_IDLE_TRANSACTION, self._idle_bound())
             if not (await conn.execute(REAPER_LOCK)).scalar():

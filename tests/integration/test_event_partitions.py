@@ -196,3 +196,33 @@ async def test_a_run_still_going_after_a_day_and_a_requeued_one_move_their_histo
     # Nothing still going is left in those days: expired, they are dropped whole.
     dropped = await queue.drop_expired_partitions(older_than_s=30 * 86400)
     assert set(dropped) >= {partition_name(d) for d in past_days}
+
+
+async def test_a_leased_run_older_than_a_day_holds_its_partition_until_it_moves_to_today(
+    queue: Queue, engine: AsyncEngine, past_days: list[date]
+) -> None:
+    """ix_agent_runs_unfinished leaves leased runs out (migration 0021): the drop's check and
+    the re-homing find them through ix_agent_runs_leased."""
+    run, _ = await queue.enqueue(NewRun(tenant_id="acme", agent="demo", input={}))
+    (claim,) = await queue.claim_batch(worker_id="w", limit=1)
+    await queue.append_events(run_id=run.id, lease_id=claim.lease_id, events=[("message.delta", {})])
+    pending, _ = await queue.enqueue(NewRun(tenant_id="acme", agent="demo", input={}))
+    await move_history(engine, run.id, past_days[1])
+    await move_history(engine, pending.id, past_days[2])
+
+    # The oldest day holds nothing still going and goes; the leased run's day stays, and so
+    # does every later one (they are dropped oldest first).
+    dropped = await queue.drop_expired_partitions(older_than_s=30 * 86400)
+    assert partition_name(past_days[0]) in dropped
+    assert not {partition_name(d) for d in past_days[1:]} & set(dropped)
+
+    assert await queue.rehome_unfinished() == 2
+    assert await home_of(engine, run.id) == await home_of(engine, pending.id) == {partition_name(today())}
+    # Still leased under the same lease: its next events and its ending go to today's partition.
+    await queue.append_events(run_id=run.id, lease_id=claim.lease_id, events=[("message.delta", {})])
+    await queue.finish(run_id=run.id, lease_id=claim.lease_id, finish=Finish.done({"ok": True}))
+    assert await home_of(engine, run.id) == {partition_name(today())}
+    assert [e.seq for e in await queue.read_events(run.id)] == [1, 2, 3, 4, 5]
+
+    dropped = await queue.drop_expired_partitions(older_than_s=30 * 86400)
+    assert {partition_name(d) for d in past_days[1:]} <= set(dropped)

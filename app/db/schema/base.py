@@ -22,9 +22,11 @@ STATUSES = "'pending', 'leased', 'waiting', 'done', 'dead', 'cancelled'"
 NON_TERMINAL = "status NOT IN ('done', 'dead', 'cancelled')"
 
 
-def newest_first_index(name: str, table: Table, *leading: Column[Any]) -> Index:
-    """The index of a newest-first list page: ``leading`` narrows, then the keyset cursor's order."""
-    return Index(name, *leading, table.c.created_at.desc(), table.c.id.desc())
+def newest_first_index(name: str, table: Table, *leading: Column[Any], where: str | None = None) -> Index:
+    """The index of a newest-first list page: ``leading`` narrows, then the keyset cursor's order;
+    ``where`` leaves rows out (a partial index: the list reads those apart)."""
+    predicate = text(where) if where else None
+    return Index(name, *leading, table.c.created_at.desc(), table.c.id.desc(), postgresql_where=predicate)
 
 
 def unique_per_tenant(name: str, table: Table, column: Column[Any]) -> Index:

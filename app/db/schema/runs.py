@@ -90,7 +90,8 @@ Index(
     agent_runs.c.created_at,
     postgresql_where=text("status = 'pending'"),
 )
-# Leased runs by id (fenced writes) with their tenant (in-flight caps), for the reaper too.
+# Leased runs by id (fenced writes) with their tenant (in-flight caps), for the reaper too, and
+# for the lists and the re-homing, whose indexes below leave leased runs out.
 # No index names locked_until, so heartbeat renewals stay HOT updates (docs/schema.md).
 Index(
     "ix_agent_runs_leased",
@@ -98,8 +99,13 @@ Index(
     postgresql_include=["tenant_id"],
     postgresql_where=text("status = 'leased'"),
 )
-newest_first_index("ix_agent_runs_tenant_created", agent_runs, agent_runs.c.tenant_id)
-newest_first_index("ix_agent_runs_created", agent_runs)
+# A claim (pending -> leased) is never a HOT update, status being in index predicates, and it
+# adds an entry to every index whose predicate the leased row meets: these three leave leased
+# runs out, so it adds two (the primary key, ix_agent_runs_leased), not five. Leased runs are
+# few (at most the fleet's run slots); what reads these reads them through ix_agent_runs_leased.
+NOT_LEASED = "status <> 'leased'"
+newest_first_index("ix_agent_runs_tenant_created", agent_runs, agent_runs.c.tenant_id, where=NOT_LEASED)
+newest_first_index("ix_agent_runs_created", agent_runs, where=NOT_LEASED)
 Index(
     "ix_agent_runs_finished",
     agent_runs.c.finished_at,
@@ -113,10 +119,10 @@ Index(
     ),
 )
 # Runs still going, by the partition their events are in: the reaper re-homes those older than
-# a day and drops a partition only once none of them is left in it. "history_at IS NOT NULL"
-# (always true) keeps the planner from taking it for the claim, whose WHERE does not imply it;
-# the reaper's range conditions on history_at do.
-UNFINISHED = "status NOT IN ('done', 'dead', 'cancelled') AND history_at IS NOT NULL"
+# a day and drops a partition only once none of them is left in it (leased ones: above, through
+# ix_agent_runs_leased). "history_at IS NOT NULL" (always true) keeps the planner from taking it
+# for the claim, whose WHERE does not imply it; the reaper's range conditions on history_at do.
+UNFINISHED = "status NOT IN ('done', 'dead', 'cancelled', 'leased') AND history_at IS NOT NULL"
 Index("ix_agent_runs_unfinished", agent_runs.c.history_at, postgresql_where=text(UNFINISHED))
 # A thread's runs by turn (its run list, its last run, the cascade of a thread's deletion).
 Index(

@@ -146,21 +146,37 @@ ALTER TABLE run_events ATTACH PARTITION {partition} FOR VALUES FROM ({lo}) TO ({
 -- name: rehome_unfinished_runs
 -- Runs still going a day after their history_at move their history to today's partition (the
 -- agent_runs_events_rehomed trigger moves their events in the same statement), so an expired
--- partition never holds a run that can still write.
-WITH old AS (
+-- partition never holds a run that can still write. A batch of each kind, oldest first: the
+-- queued runs (pending, waiting) through ix_agent_runs_unfinished, which leaves leased runs out,
+-- and the leased ones, few, through ix_agent_runs_leased.
+WITH queued AS (
     SELECT id FROM agent_runs
-     WHERE status NOT IN ('done', 'dead', 'cancelled')
+     WHERE status NOT IN ('done', 'dead', 'cancelled', 'leased')
+       AND history_at < now() - make_interval(secs => :grace_s)
+     ORDER BY history_at
+     LIMIT :batch
+       FOR UPDATE SKIP LOCKED
+), leased AS (
+    SELECT id FROM agent_runs
+     WHERE status = 'leased'
        AND history_at < now() - make_interval(secs => :grace_s)
      ORDER BY history_at
      LIMIT :batch
        FOR UPDATE SKIP LOCKED
 )
-UPDATE agent_runs r SET history_at = now() FROM old WHERE r.id = old.id;
+-- by id = ANY(ARRAY(...)): a lookup of the primary key per run, never a join by a scan
+UPDATE agent_runs r SET history_at = now()
+ WHERE r.id = ANY(ARRAY(SELECT id FROM queued UNION ALL SELECT id FROM leased));
 
 -- name: partition_has_unfinished_runs
 -- Whether a run still going has its events in [lo, hi): such a partition is not dropped yet.
+-- The leased ones are looked for apart, through ix_agent_runs_leased (ix_agent_runs_unfinished
+-- leaves them out).
 SELECT EXISTS (SELECT 1 FROM agent_runs
-                WHERE status NOT IN ('done', 'dead', 'cancelled')
+                WHERE status NOT IN ('done', 'dead', 'cancelled', 'leased')
+                  AND history_at >= coalesce(CAST(:lo AS timestamptz), '-infinity') AND history_at < :hi)
+    OR EXISTS (SELECT 1 FROM agent_runs
+                WHERE status = 'leased'
                   AND history_at >= coalesce(CAST(:lo AS timestamptz), '-infinity') AND history_at < :hi);
 
 -- name: drop_event_partition

@@ -79,11 +79,22 @@ SELECT * FROM agent_runs
  WHERE id = :run_id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id);
 
 -- name: list_runs
--- Newest first, one page after the cursor.
-SELECT * FROM agent_runs
- WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
-   AND (CAST(:status AS text) IS NULL OR status = :status)
-   ${part:page_after_cursor};
+-- Newest first, one page after the cursor. The list indexes leave leased runs out (so a claim
+-- adds no entry to them, docs/schema.md): the page merges the other runs' page, an ordered walk
+-- of a list index that stops at the limit, with the leased runs' page, the few of them read
+-- through ix_agent_runs_leased and sorted. A list of leased runs only skips the walk.
+WITH listed AS NOT MATERIALIZED (
+    SELECT * FROM agent_runs
+     WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+       AND (CAST(:status AS text) IS NULL OR status = :status)
+)
+(SELECT * FROM listed WHERE status <> 'leased' AND CAST(:status AS text) IS DISTINCT FROM 'leased'
+   ${part:page_after_cursor})
+UNION ALL
+(SELECT * FROM listed WHERE status = 'leased'
+   ${part:page_after_cursor})
+ORDER BY created_at DESC, id DESC
+LIMIT :limit;
 
 -- name: request_cancel
 -- Stop runs: a pending or waiting one is cancelled at once (run.cancel_requested, run.cancelled,
