@@ -17,7 +17,7 @@ read of the whole table, so a deployment with a long history migrates at a quiet
 
 Revision ID: 0021
 Revises: 0020
-Create Date: 2026-12-05
+Create Date: 2026-12-04
 """
 
 from __future__ import annotations
