@@ -97,9 +97,14 @@ class Run:
 
     @classmethod
     def from_row(cls, row: Any) -> Run:
-        """The run from a row of ``agent_runs`` (the statements return ``agent_runs.*``): the
-        one place its columns map onto the type, so they are written out only here."""
-        values = list(_RUN_COLUMNS(row._mapping))  # one C call: every claim maps a row
+        """The run from a row of ``agent_runs`` (the statements return ``agent_runs.*``)."""
+        return cls.from_mapping(row._mapping)
+
+    @classmethod
+    def from_mapping(cls, mapping: Mapping[Any, Any]) -> Run:
+        """:meth:`from_row` for a row's mapping already at hand (each ``row._mapping`` is a new
+        object): the one place the columns map onto the type, so they are written out only here."""
+        values = list(_RUN_COLUMNS(mapping))  # one C call: every claim maps a row
         values[_RUN_STATUS] = Status(values[_RUN_STATUS])
         values[_RUN_USAGE] = Usage.of(values[_RUN_USAGE])
         return cls(*values)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Mapping
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import Row
@@ -15,6 +16,7 @@ from app.queue.statements import statement
 from app.queue.store import Store
 
 CLAIM_BATCH = statement("claim_batch")
+_QUEUE_ORDER = itemgetter("queue_rank", "created_at")
 # With in-flight caps: skip tenants at their cap, and within the candidates take no more of a
 # tenant than its remaining room. Capped claims run one at a time (CLAIM_LOCK), so the
 # in-flight counts they read are exact.
@@ -53,15 +55,14 @@ class Claims(Store):
         else:
             async with self._statement(self.claim_engine) as conn:
                 rows += (await conn.execute(CLAIM_BATCH, params)).all()
-        outlook = rows[0]._mapping if rows else {}
+        # each row's mapping taken once: every row._mapping is a new object (a third of this
+        # loop's time when taken for each column read)
+        mappings = [r._mapping for r in rows]
+        outlook = mappings[0] if mappings else {}
         # queue order, whichever join order the plan of the statement's result took
-        claimed = sorted(
-            (r for r in rows if r._mapping["id"] is not None),
-            key=lambda r: (r._mapping["queue_rank"], r._mapping["created_at"]),
-        )
+        claimed = sorted((m for m in mappings if m["id"] is not None), key=_QUEUE_ORDER)
         batch = ClaimBatch(
-            Claim(run=Run.from_row(r), lease_id=r._mapping["lease_id"], resume_state=r._mapping["resume_state"])
-            for r in claimed
+            Claim(run=Run.from_mapping(m), lease_id=m["lease_id"], resume_state=m["resume_state"]) for m in claimed
         )
         batch.more = bool(claimed) and outlook["more"]
         batch.unclaimed = bool(claimed) and bool(outlook.get("unclaimed"))
