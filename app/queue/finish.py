@@ -74,7 +74,7 @@ class Endings(Store):
             chosen, params = FINISH_IF_LEASED_WITH_EXTRAS, params | extras
         async with self._statement() as conn:
             rows = (await conn.execute(chosen, params)).all()
-        return {row.id: Finished.from_row(row) for row in rows}
+        return {f.id: f for f in map(Finished.from_row, rows)}  # row.id: a lookup by name per row
 
     async def finish(
         self, *, run_id: uuid.UUID, lease_id: uuid.UUID, finish: Finish, events: NewEvents = ()
