@@ -3,9 +3,9 @@
 The shape of issue 14: a fake OpenAI-compatible model (bench/model_server.py, a process of its
 own) streams ``per_s`` timestamped tokens a second for ``seconds`` to every run; two worker
 processes with enough slots for every run (``ceil(N / workers)`` each), one API process, one
-PostgreSQL. The workers start idle; the N runs are stored held back, every subscriber connects
-(a real HTTP SSE client against the API) and receives the replayed ``run.queued``, then the runs
-are released over one second, as independent users arrive.
+PostgreSQL. The workers start idle; then N users arrive over one second, each creating its run
+through the API (``POST /runs``) and following it at once (a real HTTP SSE client against the
+API).
 
 Each token carries its index and the time the model wrote it, so the subscriber tells from the
 text alone what was lost, repeated or reordered (a retried attempt restarts the model's stream:
@@ -13,8 +13,9 @@ its text is seen twice) and how long a token took to reach it (model write → w
 row → NOTIFY → API → SSE frame received; one host, one clock; the 50 ms delta coalescing is in).
 
 CPU is read from ``/proc`` for the API, the workers and the database's PostgreSQL backends
-(bench/pg_observer.py), and for the harness (this process and the model server) apart, from the
-release to the last stream's end; it is given per streaming run-second (N x seconds).
+(bench/pg_observer.py), and for the harness (this process and the model server) apart, over the
+whole window, from the first create to the last stream's end (creates, claims, subscriptions
+and endings included); it is given per streaming run-second (N x seconds).
 """
 
 from __future__ import annotations
@@ -32,20 +33,18 @@ from typing import Any
 
 from sqlalchemy.engine import make_url
 
-from app.db.engine import create_engine
-from app.queue import Queue
-from bench.api_server import TENANT, Api, running_api
-from bench.http import connection
+from bench.api_server import Api, running_api
+from bench.http import connection, json_body
 from bench.model_server import parse_token
 from bench.pg_observer import PgObserver, harness_cpu_s
 from bench.procs import PYTHON, Child, children, connect, machine_busy_s, wait_for, wait_for_workers
 from bench.server import BenchServer, free_port
-from bench.sse import HELD_S, release_held
 from bench.stats import summary
 from bench.throughput import WORKER_READY, worker_argv, worker_env
 
 P99_TARGET_MS = 250.0
 TOO_MANY = ("too many clients", "TooManyConnections")
+CREATE = json_body({"agent": "openai", "input": {"prompt": "stream"}})
 
 
 @dataclass
@@ -147,7 +146,7 @@ async def measure(server: BenchServer, *, runs: int, per_s: float, seconds: floa
         connect(server.url) as observer_conn,
     ):
         database = make_url(url).database or ""
-        observer = PgObserver(observer_conn, database, harness_commits=runs)  # release_held: one each
+        observer = PgObserver(observer_conn, database)
         env = worker_env(url, RUNQ_OPENAI_BASE_URL=model_url)
         async with (
             connect(url) as wal_conn,
@@ -155,20 +154,12 @@ async def measure(server: BenchServer, *, runs: int, per_s: float, seconds: floa
             children([worker_argv(slots)] * workers, env=env) as procs,
         ):
             await wait_for_workers(url, workers, sessions=WORKER_READY, watch=procs)
-            ids = await _enqueue_held(url, runs)
-            followed = [Followed(run_id) for run_id in ids]
-            replayed: set[uuid.UUID] = set()
-            streams = [asyncio.create_task(_follow(api, f, replayed)) for f in followed]
-
-            async def all_replayed() -> bool:
-                return len(replayed) == runs or all(task.done() for task in streams)
-
-            await wait_for(all_replayed, timeout_s=120, what="every stream's replay", watch=[*procs, api.child])
             await observer.start(wal_conn=wal_conn)
             statements0 = await server.statement_stats(database)
             cpu0 = _cpu(api, procs, model)
             t0, busy0 = time.time(), machine_busy_s()
-            await release_held(url, ids, over_s=min(1.0, seconds / 4))
+            followed, streams = await _create_and_follow(api, runs, over_s=min(1.0, seconds / 4))
+            ids = [f.run_id for f in followed]
             _, unfinished = await asyncio.wait(streams, timeout=4 * seconds + 90)
             t_end, busy = time.time(), machine_busy_s() - busy0
             cpu = {k: v - cpu0[k] for k, v in _cpu(api, procs, model).items()}
@@ -263,23 +254,30 @@ def _cpu(api: Api, workers: Sequence[Child], model: Child) -> dict[str, float]:
     }
 
 
-async def _enqueue_held(url: str, runs: int) -> list[uuid.UUID]:
-    engine = create_engine(url, pool_size=1, application_name="runq-bench")
-    try:
-        return await Queue(engine).enqueue_many(
-            tenant_id=TENANT, agent="openai", inputs=[{"prompt": "stream"}] * runs, delay_s=HELD_S
-        )
-    finally:
-        await engine.dispose()
+async def _create_and_follow(api: Api, runs: int, *, over_s: float) -> tuple[list[Followed], list[asyncio.Task[None]]]:
+    """Each run as its user starts it: ``POST /runs``, then its subscriber at once. The users
+    arrive evenly over ``over_s``: created in the same instant, the runs would stay in lock-step
+    and every step would be a burst of N commits on two cores."""
+    followed: list[Followed] = []
+    streams: list[asyncio.Task[None]] = []
+    headers = {**api.auth, "Content-Type": "application/json"}
+    async with connection("127.0.0.1", api.port) as conn:
+        started = time.monotonic()
+        for i in range(runs):
+            await asyncio.sleep(max(started + over_s * i / runs - time.monotonic(), 0.0))
+            status, body = await conn.request("POST", "/runs", headers=headers, body=CREATE)
+            if status != 201:
+                raise RuntimeError(f"POST /runs answered {status}: {body[:200]!r}")
+            followed.append(Followed(uuid.UUID(json.loads(body)["id"])))
+            streams.append(asyncio.create_task(_follow(api, followed[-1])))
+    return followed, streams
 
 
-async def _follow(api: Api, into: Followed, replayed: set[uuid.UUID]) -> None:
+async def _follow(api: Api, into: Followed) -> None:
     """One subscriber: every frame of its run's stream until the API ends it."""
     try:
         async with connection("127.0.0.1", api.port) as conn:
             async for frame in conn.frames(f"/runs/{into.run_id}/events", headers=api.auth):
-                if frame.seq == 1:
-                    replayed.add(into.run_id)
                 if frame.event == "message.delta":
                     text = json.loads(frame.data)["text"]
                     into.delta_text.append(text)
