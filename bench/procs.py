@@ -98,6 +98,16 @@ async def children(
                 await child.proc.wait()
 
 
+async def arriving(count: int, *, over_s: float) -> AsyncIterator[int]:
+    """0 to ``count - 1``, the i-th at i / count of ``over_s`` after the first, as independent
+    users arrive: in the same instant, the runs they start would stay in lock-step and every
+    step would be a burst of commits on two cores."""
+    started = time.monotonic()
+    for i in range(count):
+        await asyncio.sleep(max(started + over_s * i / count - time.monotonic(), 0.0))
+        yield i
+
+
 async def wait_for(
     condition: Callable[[], Awaitable[bool]],
     *,

@@ -20,7 +20,7 @@ from app.db.engine import create_engine
 from app.queue import Queue
 from bench.api_server import TENANT, Api, running_api
 from bench.http import connection
-from bench.procs import APP_NAME, children, connect, wait_for, wait_for_workers
+from bench.procs import APP_NAME, arriving, children, connect, wait_for, wait_for_workers
 from bench.server import BenchServer
 from bench.stats import summary
 from bench.throughput import WORKER_READY, worker_argv, worker_env
@@ -126,13 +126,10 @@ async def fan_out(
 
 
 async def release_held(url: str, ids: list[uuid.UUID], *, over_s: float) -> None:
-    """Make the held runs claimable one by one, evenly over ``over_s`` (one step), as runs
-    started by independent users arrive: released in the same instant, the runs would stay in
-    lock-step and every step would be a burst of a hundred commits on two cores."""
+    """Make the held runs claimable one by one, evenly over ``over_s`` (one step)."""
     async with connect(url) as conn:
-        started = time.monotonic()
-        for i, run_id in enumerate(ids):
-            await asyncio.sleep(max(started + over_s * i / len(ids) - time.monotonic(), 0.0))
+        async for i in arriving(len(ids), over_s=over_s):
+            run_id = ids[i]
             if await conn.fetchval(RELEASE, run_id) != 1:
                 raise RuntimeError(f"run {run_id} was not held")
 

@@ -37,7 +37,16 @@ from bench.api_server import Api, running_api
 from bench.http import connection, json_body
 from bench.model_server import parse_token
 from bench.pg_observer import PgObserver, harness_cpu_s
-from bench.procs import PYTHON, Child, children, connect, machine_busy_s, wait_for, wait_for_workers
+from bench.procs import (
+    PYTHON,
+    Child,
+    arriving,
+    children,
+    connect,
+    machine_busy_s,
+    wait_for,
+    wait_for_workers,
+)
 from bench.server import BenchServer, free_port
 from bench.stats import summary
 from bench.throughput import WORKER_READY, worker_argv, worker_env
@@ -255,16 +264,13 @@ def _cpu(api: Api, workers: Sequence[Child], model: Child) -> dict[str, float]:
 
 
 async def _create_and_follow(api: Api, runs: int, *, over_s: float) -> tuple[list[Followed], list[asyncio.Task[None]]]:
-    """Each run as its user starts it: ``POST /runs``, then its subscriber at once. The users
-    arrive evenly over ``over_s``: created in the same instant, the runs would stay in lock-step
-    and every step would be a burst of N commits on two cores."""
+    """Each run as its user starts it: ``POST /runs``, then its subscriber at once; the users
+    arrive evenly over ``over_s``."""
     followed: list[Followed] = []
     streams: list[asyncio.Task[None]] = []
     headers = {**api.auth, "Content-Type": "application/json"}
     async with connection("127.0.0.1", api.port) as conn:
-        started = time.monotonic()
-        for i in range(runs):
-            await asyncio.sleep(max(started + over_s * i / runs - time.monotonic(), 0.0))
+        async for _ in arriving(runs, over_s=over_s):
             status, body = await conn.request("POST", "/runs", headers=headers, body=CREATE)
             if status != 201:
                 raise RuntimeError(f"POST /runs answered {status}: {body[:200]!r}")
