@@ -3,7 +3,7 @@
 ``pydantic_ai.durable_exec`` routes every model request and tool call of a run through a
 ``DurableOperationBackend``; an engine supplies only how one named durable unit runs
 (``pydantic_ai/durable_exec/AGENTS.md``, "Building a new durable execution engine"). Here that
-unit is a step of :class:`~app.agents.pydantic_ai.steps.Steps`, recorded in the run's effect
+unit is a step of :class:`~app.agents.steps.Steps`, recorded in the run's effect
 ledger, and running it live is also where the run's events, usage, budget and thread messages
 come from, so a replayed step shows and counts nothing. Approvals come through the public
 ``handle_deferred_tool_calls`` hook, as §9 waits.
@@ -46,11 +46,12 @@ from pydantic_ai.tools import RunContext as PydanticRunContext
 from app.agents.base import RunContext
 from app.agents.openai import approval, call_event
 from app.agents.pydantic_ai.chat import request_messages, response_message
-from app.agents.pydantic_ai.steps import Record, ReplayMismatch, Steps
+from app.agents.steps import Record, ReplayMismatch, Steps
 
 # Stamped anew by every attempt, so no part of what a request means.
 _VOLATILE = frozenset({"timestamp", "run_id", "conversation_id"})
 _RESPONSE = TypeAdapter(ModelResponse)
+STEP_PREFIX = "pydantic-ai"  # the ledger keys of runs in flight: never renamed
 
 
 class RunqOperationBackend(CallableOperationBackend[None]):
@@ -98,7 +99,7 @@ class RunqDurability(BaseDurabilityCapability[Any]):
         super().__init__(event_stream_handler=self._stream_text, name=name)
         self.ctx = ctx
         self.opening = opening  # the run's new input messages, which the thread stores
-        self.steps = Steps(ctx)
+        self.steps = Steps(ctx, prefix=STEP_PREFIX)
         self.model_requests = 0  # model requests so far in this attempt: the position of steps
         self._announced: set[str] = set()  # tool calls whose tool.call this attempt emitted or replayed
         self._backend = RunqOperationBackend(self)
