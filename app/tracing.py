@@ -194,6 +194,28 @@ def record_span(
         _tracer.start_span(name, attributes=dict(attributes or {}), start_time=start_ns).end(end_time=end_ns)
 
 
+def start_span(name: str, *, parent: Any = None, attributes: Mapping[str, Any] | None = None) -> Any:
+    """A span started now and ended by :func:`end_span`, under ``parent`` (a span this
+    returned) or else under the current one, without becoming current (another framework's
+    spans, which open and close in callbacks); ``None`` while tracing is off."""
+    if _tracer is None:
+        return None
+    from opentelemetry import trace
+
+    context = trace.set_span_in_context(parent) if parent is not None else None
+    return _tracer.start_span(name, context=context, attributes=dict(attributes or {}))
+
+
+def end_span(span: Any, *, attributes: Mapping[str, Any] | None = None, error: str | None = None) -> None:
+    """End a span of :func:`start_span`, with its last attributes and, if it failed, why."""
+    from opentelemetry.trace import Status, StatusCode
+
+    span.set_attributes(dict(attributes or {}))
+    if error is not None:
+        span.set_status(Status(StatusCode.ERROR, error))
+    span.end()
+
+
 def detach() -> None:
     """No current span for the rest of this task (a task shared by many runs, such as the
     worker's batched writes, must not put its statements into the trace of the run that

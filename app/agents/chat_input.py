@@ -4,6 +4,8 @@ fields are checked; other fields are accepted, so existing clients keep working.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -66,3 +68,17 @@ class LangGraphInput(ChatInput):
 
     def _other_opening(self) -> bool:
         return self.state is not None
+
+
+def content_text(content: Any) -> str:
+    """A chat message's content as text: content parts (``[{type: "text", text}]``, or the
+    Responses API's ``input_text`` / ``output_text`` parts) joined, anything else as JSON."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = [p.get("text", "") if isinstance(p, Mapping) else str(p) for p in content]
+        if all(isinstance(t, str) for t in texts):
+            return "".join(texts)
+    return json.dumps(content, default=str)

@@ -9,7 +9,6 @@ tool calls as an assistant message with ``tool_calls``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -28,6 +27,7 @@ from pydantic_ai.messages import (
 )
 
 from app.agents.base import FatalError
+from app.agents.chat_input import content_text
 
 
 def to_model_messages(chat: Sequence[Mapping[str, Any]]) -> list[ModelMessage]:
@@ -36,7 +36,7 @@ def to_model_messages(chat: Sequence[Mapping[str, Any]]) -> list[ModelMessage]:
     parts: list[ModelRequestPart] = []
     tool_names: dict[str, str] = {}  # tool_call_id -> name, for the tool messages that answer
     for message in chat:
-        role, content = message.get("role"), _text(message.get("content"))
+        role, content = message.get("role"), content_text(message.get("content"))
         if role == "assistant":
             if parts:
                 messages.append(ModelRequest(parts=parts))
@@ -69,7 +69,7 @@ def request_messages(parts: Iterable[ModelRequestPart]) -> list[dict[str, Any]]:
     chat: list[dict[str, Any]] = []
     for part in parts:
         if isinstance(part, UserPromptPart):
-            chat.append({"role": "user", "content": _text(part.content)})
+            chat.append({"role": "user", "content": content_text(part.content)})
         elif isinstance(part, ToolReturnPart):
             chat.append({"role": "tool", "tool_call_id": part.tool_call_id, "content": part.model_response_str()})
         elif isinstance(part, RetryPromptPart):
@@ -91,15 +91,3 @@ def response_message(response: ModelResponse) -> dict[str, Any]:
         ]
     return message
 
-
-def _text(content: Any) -> str:
-    """Message content as text: chat content parts (``[{type: "text", text}]``) joined."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        texts = [p.get("text", "") if isinstance(p, Mapping) else str(p) for p in content]
-        if all(isinstance(t, str) for t in texts):
-            return "".join(texts)
-    return json.dumps(content, default=str)
