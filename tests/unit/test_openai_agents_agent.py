@@ -197,6 +197,27 @@ async def test_a_denial_and_its_note_reach_the_model(server: FakeOpenAI, setting
     assert server.requests[1].body["messages"][-1] == {"role": "tool", "tool_call_id": "r1", "content": "denied: over the limit"}
 
 
+async def test_two_calls_needing_approval_in_one_response_are_asked_in_turn(
+    server: FakeOpenAI, settings: Settings, tmp_path: Path
+) -> None:
+    refunds = tmp_path / "refunds.txt"
+    server.script(
+        calls(*(ToolCall(f"r{i}", "refund", {"path": str(refunds), "order_id": f"o-{i}"}) for i in (1, 2))),
+        answer("One of two."),
+    )
+    ctx = FakeRunContext({"prompt": "refund both"})
+    asked = []
+    for value in (None, {"approved": True}, {"approved": False, "note": "no"}):
+        ctx = ctx if value is None else ctx.resume(value)
+        try:
+            output = await Support(settings).run(ctx)
+        except WaitRequested as wait:  # the replayed calls must be approvable (no drift in the record)
+            asked.append(wait.payload["tool_call_id"])
+
+    assert asked == ["r1", "r2"] and output["text"] == "One of two."
+    assert refunds.read_text() == "refunded o-1\n" and len(server.requests) == 2
+
+
 async def test_a_handoff_is_an_event_and_the_agents_own_model_is_recorded(server: FakeOpenAI, settings: Settings) -> None:
     server.script(
         calls(ToolCall("h1", "transfer_to_billing", {})),

@@ -71,7 +71,10 @@ class RunSteps:
                 output_tokens=usage.output_tokens if usage else 0,
                 model_calls=1,
             )
-            return {"request": fingerprint, "response": response.model_dump(mode="json", warnings=False)}
+            # by alias: a field named apart from its key (``async_``) read back as an extra key
+            # made the SDK refuse approvals of the replayed calls
+            payload = response.model_dump(mode="json", by_alias=True, exclude_unset=True, warnings=False)
+            return {"request": fingerprint, "response": payload}
 
         record = await self.steps.run(f"{position}:model", live)
         self.requests += 1
