@@ -36,7 +36,7 @@ def record(path: str, note: str) -> str:
 @function_tool
 async def hang(path: str) -> str:
     """Touch ``path`` and never return: a worker can be killed while this call runs."""
-    Path(path).touch()
+    await asyncio.to_thread(Path(path).touch)
     await asyncio.Event().wait()
     return "never"
 
