@@ -85,6 +85,11 @@ class Settings(BaseSettings):
     )
     shutdown_grace_s: Annotated[float, Field(ge=0)] = 30.0
     max_body_bytes: Annotated[int, Field(ge=1024)] = 262_144
+    max_data_bytes: Annotated[int, Field(ge=1024)] = Field(
+        default=8 * 1024 * 1024,
+        description="The largest value a run may store (an event's data, an output, a checkpoint, ...)"
+        " once encoded as JSON; a run storing a larger one ends dead with invalid_data",
+    )
     stream_token_ttl_s: Seconds = 300.0
     thread_token_ttl_s: Annotated[float, Field(gt=0, le=86400)] = 3600.0
     cors_origins: Annotated[list[str], NoDecode] = Field(

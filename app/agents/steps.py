@@ -6,17 +6,15 @@ the step's position: the number of the model request it belongs to and, for a to
 call's id, which comes from that recorded response. Never a hash of its input: two runs, or two
 equal requests of one run, never share a record (pydantic/pydantic-ai#6903).
 
-What a live step also did — its events, its usage, its thread messages, the budget counters —
-goes to the database with the run's checkpoint, and the record itself rides in that same
-checkpoint before it reaches the ledger: a crash between the two leaves the record in the
-checkpoint, so the retried attempt replays the step and neither counts nor shows it twice. The
-checkpoint keeps only records the ledger does not hold yet (one, or one per parallel tool), and
-whatever else the adapter carries from attempt to attempt (``carry``).
+What a live step also did — its events, its usage (the budget counters are counted from it),
+its thread messages — goes to the database in the same commit as its record (``ctx.effect``
+sends them together, at once): a crash before that commit runs the step again, a crash after it
+replays the step, and it is never counted or shown twice.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from app.agents.base import FatalError, RunContext
@@ -33,46 +31,14 @@ class ReplayMismatch(FatalError):
 
 class Steps:
     """The records of one attempt: replayed from the ledger, or run live and recorded.
+    ``prefix`` names the adapter in the ledger's keys (pinned: the records of runs in flight
+    are found by them)."""
 
-    ``prefix`` names the adapter in the ledger's keys (pinned: records of runs in flight are
-    found by them); ``carry`` adds the adapter's own fields to every checkpoint, handed back
-    in :attr:`saved` to the next attempt.
-    """
-
-    def __init__(
-        self, ctx: RunContext, *, prefix: str, carry: Callable[[], Mapping[str, Any]] | None = None
-    ) -> None:
+    def __init__(self, ctx: RunContext, *, prefix: str) -> None:
         self._ctx = ctx
         self._prefix = prefix
-        self._carry = carry
-        self.saved: dict[str, Any] = ctx.resume_state if isinstance(ctx.resume_state, dict) else {}
-        # recorded with a checkpoint, perhaps not yet in the ledger
-        self._unconfirmed: dict[str, Record] = dict(self.saved.get("steps") or {})
 
     async def run(self, key: str, live: Callable[[], Awaitable[Record]]) -> Record:
         """The step's record: the one an attempt recorded, or what ``live`` returns (run only
         when no attempt recorded the step)."""
-        full_key = f"{self._prefix}:{key}"
-
-        async def record_live() -> Record:
-            record = await live()
-            self._unconfirmed[full_key] = record
-            await self.checkpoint()
-            return record
-
-        checkpointed = self._unconfirmed.get(full_key)
-        record = await self._ctx.effect(full_key, record_live if checkpointed is None else _returning(checkpointed))
-        self._unconfirmed.pop(full_key, None)  # in the ledger now: later checkpoints leave it out
-        return record
-
-    async def checkpoint(self) -> None:
-        """Store the records the ledger may not hold yet, with what the adapter carries."""
-        carried = dict(self._carry()) if self._carry is not None else {}
-        await self._ctx.checkpoint({"steps": dict(self._unconfirmed), **carried})
-
-
-def _returning(record: Record) -> Callable[[], Awaitable[Record]]:
-    async def recorded() -> Record:
-        return record
-
-    return recorded
+        return await self._ctx.effect(f"{self._prefix}:{key}", live)

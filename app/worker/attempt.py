@@ -5,18 +5,22 @@ loop runs the agent and writes, the heartbeat thread reports a lost lease or a c
 kills the run's tools at once, even while an agent blocks the loop.
 
 Every write goes to the worker's :class:`~app.worker.writer.Writer` fenced by the claim's
-lease, and through the redactor. Checkpoints also carry the budget counters, so ``max_turns``
-and ``max_tool_calls`` hold over the whole run, not per attempt, and how many waits of each name
-the agent had passed (docs/waits.md), so a resumed attempt's ``wait_for`` finds the same
-occurrence: the agent sees only its own state as ``resume_state``. Usage (tokens, model and
-tool calls) rides the same statements: what the attempt consumed since its last checkpoint goes
-with the next one or with the ending, a waiting one too.
+lease. Every value the agent hands over (an event's data, a checkpoint, a thread message, an
+effect's record, a wait's payload, the output) is redacted and encoded here, in the agent's
+call, before it joins a batch of other runs' writes: a value that cannot be stored (JSON cannot
+hold it, or it is over ``RUNQ_MAX_DATA_BYTES``) fails this run, at once, dead with
+``invalid_data``, and no other (docs/reliability.md). Usage (tokens, model and tool calls) rides
+the writes that store a step: what the attempt consumed since its last stored write goes with
+the next checkpoint, effect record or ending, a waiting one too. The budgets are counted from
+it, so ``max_turns``, ``max_tool_calls`` and ``max_tokens`` hold over the whole run, not per
+attempt. A checkpoint also holds how many waits of each name the agent had passed
+(docs/waits.md), so a resumed attempt's ``wait_for`` finds the same occurrence: the agent sees
+only its own state as ``resume_state``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -32,14 +36,15 @@ from app.agents.base import (
     WaitRequested,
     WaitTimedOut,
 )
-from app.domain import Claim, Finish, Finished, Usage, Wait
-from app.errors import DatabaseUnavailable, LeaseLost
+from app.domain import Claim, Ending, Finish, Finished, Usage, Wait
+from app.errors import DatabaseUnavailable, InvalidData, LeaseLost
 from app.guards.redact import Redactor
 from app.metrics import EVENTS_APPENDED
-from app.queue import Queue
+from app.queue import Appended, EncodedEvents, Ended, Queue, Stored, encode
+from app.queue.codec import MAX_DATA_BYTES
 from app.tools.shell import ProcessGroups, ShellResult, run_shell
 from app.worker.decide import AgentEnded, StopReason
-from app.worker.events import BackgroundTake, EventBuffer, PendingEvent, Take, Written
+from app.worker.events import DELTA, BackgroundTake, EventBuffer, PendingEvent, Take, Written
 from app.worker.usage import UsageMeter
 from app.worker.writer import Writer
 
@@ -47,7 +52,7 @@ T = TypeVar("T")
 
 MAX_ERROR_MESSAGE = 2000
 MAX_MESSAGE_CHARS = 100_000  # as the API's limit on a thread run's prompt
-_LIMITS = {"turns": "max_turns", "tool_calls": "max_tool_calls"}
+MAX_COUNT = 1 << 53  # the largest figure of usage an agent may report (exact in JSON's numbers)
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +68,7 @@ class Attempt:
         writer: Writer,
         redactor: Redactor,
         loop: asyncio.AbstractEventLoop,
+        max_data_bytes: int = MAX_DATA_BYTES,
     ) -> None:
         run = claim.run
         self.claim = claim
@@ -73,21 +79,30 @@ class Attempt:
         self.budget: Mapping[str, Any] = run.budget
         saved = claim.resume_state if isinstance(claim.resume_state, dict) else {}
         self.resume_state: Any = saved.get("state")
-        self.counts = {name: int(saved.get(name, 0)) for name in _LIMITS}
         max_tokens = run.budget.get("max_tokens")
         self.usage = UsageMeter(
             run.usage, tenant_id=run.tenant_id, max_tokens=None if max_tokens is None else int(max_tokens)
         )
+        self.turns = run.usage.model_calls  # model turns begun over the run: stored ones answered
         self._waits: dict[str, int] = dict(saved.get("waits") or {})  # name -> waits passed
-        self._stored: dict[str, Any] = saved  # the checkpoint a resumed attempt would start from
+        # What the run's stored checkpoint holds: the agent's state (as JSON; None: the one the
+        # attempt started from) and the waits passed.
+        self._stored_state: str | None = None
+        self._stored_waits = dict(self._waits)
+        self._saved = saved
+        self._wait_texts: tuple[str, str] | None = None  # a wait's payload and checkpoint, as JSON
+        self._effects: dict[str, Any] | None = None  # the run's effect ledger, read at the first effect
         self.lease_id = claim.lease_id
         self.lease: Lease | None = Lease(queue.engine, run.id, claim.lease_id)
         self.thread: ThreadView | None = None  # set by the runner for a run in a thread
-        # added by the agent, not stored yet: they go with the next checkpoint or the ending
-        self._unsaved_messages: list[dict[str, Any]] = []
+        # added by the agent, not stored yet (JSON): they go with the next checkpoint, effect
+        # record or the ending
+        self._unsaved_messages: list[str] = []
         self.groups = ProcessGroups()
         self.stop_reason: StopReason | None = None
-        self.events = EventBuffer(self._append_in_background)
+        self.failure: str | None = None  # why the run's writes failed (invalid_data, write_failed)
+        self._limit = max_data_bytes
+        self.events = EventBuffer(self._append_in_background, max_merged_chars=max_data_bytes // 16)
         self._queue = queue
         self._writer = writer
         self._redactor = redactor
@@ -97,7 +112,7 @@ class Attempt:
         self._task: asyncio.Task[Any] | None = None  # the run's task while its agent runs
         self._closed = False
 
-    # -- what stops it (heartbeat thread, LISTEN, the runner) ---------------------------------
+    # -- what stops it (heartbeat thread, LISTEN, the runner, its own writes) ------------------
 
     def lease_lost(self) -> None:
         """Heartbeat thread: kill the tools now, even if the event loop is blocked."""
@@ -115,6 +130,24 @@ class Attempt:
         """Event loop only."""
         self._mark_stopped(reason)
         self._cancel_task()
+
+    def _write_failed(self, exc: BaseException) -> None:
+        """A write of this attempt failed: a lost lease stops it; a value that could not be
+        stored ends the run dead (``invalid_data``), any other error ends the attempt
+        (``write_failed``, retried), since an event it held is gone. An unreachable database
+        stops nothing: the write is made again. Called in the agent's own task too, so the
+        agent is cancelled from the next turn of the loop, when it has not returned by then."""
+        if isinstance(exc, LeaseLost):
+            self.stop("lease_lost")
+            return
+        if isinstance(exc, DatabaseUnavailable):
+            return
+        reason: StopReason = "invalid_data" if isinstance(exc, InvalidData) else "write_failed"
+        with self._lock:
+            if self.failure is None:
+                self.failure = str(exc) if reason == "invalid_data" else f"{type(exc).__name__}: {exc}"
+        self._mark_stopped(reason)
+        self._loop.call_soon(self._cancel_task)
 
     def _mark_stopped(self, reason: StopReason) -> None:
         # The reason is recorded before the agent can see ``cancelled``: an agent that raises
@@ -163,21 +196,24 @@ class Attempt:
     async def finish(self, finish: Finish) -> Finished:
         """Write the attempt's ending with every event still buffered, once the agent is done
         (nothing cancels it any more); :class:`LeaseLost` if the claim is no longer ours."""
-        finish = self._clean(finish)
+        finish, output = self._clean(finish)
+        wait_payload, wait_state = self._wait_texts if finish.wait is not None and self._wait_texts else (None, None)
         usage = self.usage.unstored
-        finished = await self.events.flush_final(
-            lambda take: self._write(
-                lambda redacted: self._writer.finish(
-                    run_id=self.run_id,
-                    lease_id=self.lease_id,
-                    finish=finish,
-                    take=redacted,
-                    messages=tuple(self._unsaved_messages),  # read under the buffer's lock
-                    usage=usage,
-                ),
-                take,
+
+        def ended(events: EncodedEvents) -> Ended:
+            return Ended(
+                self.run_id, self.lease_id, finish, events,
+                messages=tuple(self._unsaved_messages),  # read under the buffer's lock
+                usage=usage, output=output, wait_payload=wait_payload, wait_state=wait_state,
             )
-        )
+
+        try:
+            finished = await self.events.flush_final(
+                lambda take: self._write(lambda encoded: self._writer.finish(lambda: ended(encoded())), take)
+            )
+        except InvalidData as exc:  # PostgreSQL refused what it carried: dead, with none of it
+            dead = Finish.dead(InvalidData.code, str(exc))
+            finished = await self._writer.finish(lambda: Ended(self.run_id, self.lease_id, dead, usage=usage))
         self.usage.written(usage)
         return finished
 
@@ -187,15 +223,22 @@ class Attempt:
         self.groups.kill_all()
         self.events.close()
 
-    def _clean(self, finish: Finish) -> Finish:
-        output = self._redactor.data(finish.output) if finish.output is not None else None
+    def _clean(self, finish: Finish) -> tuple[Finish, str | None]:
+        """The ending as stored (its message redacted and cut) and a done run's output as JSON;
+        an output that cannot be stored ends the run dead instead."""
         message = finish.error_message
         if message is not None:
             message = self._redactor.text(message)
             if len(message) > MAX_ERROR_MESSAGE:
                 message = message[: MAX_ERROR_MESSAGE - 1] + "…"
+        output = None
+        if finish.ending is Ending.DONE:
+            try:
+                output = self._encoded_value(finish.output, what="the output")
+            except InvalidData as exc:
+                return Finish.dead(InvalidData.code, str(exc)), None
         # the constructor, not dataclasses.replace: a third of this function's time, every run
-        return Finish(finish.ending, output, finish.error_code, message, finish.wait)
+        return Finish(finish.ending, None, finish.error_code, message, finish.wait), output
 
     # -- the agent's side: cancellation -----------------------------------------------------
 
@@ -212,32 +255,29 @@ class Attempt:
     async def emit(self, type: str, data: Mapping[str, Any]) -> None:
         if type.startswith("run."):
             raise ValueError(f"{type!r}: run.* events are written by the runtime")
-        self.events.add(type, data)
+        if type == DELTA:
+            self.events.add(type, self._checked_delta(data))
+        else:
+            self.events.add(type, self._encode(data, what=f"the data of a {type!r} event"))
+
+    def _checked_delta(self, data: Mapping[str, Any]) -> dict[str, Any]:
+        """A token's data, merged with the next ones and encoded when written: what could not
+        be stored is refused here, in the agent's call, as any other event's."""
+        delta = dict(data)
+        text = delta.get("text")
+        if len(delta) > 1 or not isinstance(text, str) or len(text) * 6 > self._limit:
+            self._encode(delta, what=f"the data of a {DELTA!r} event")
+        return delta
 
     async def checkpoint(self, state: Any) -> None:
         """Store ``state`` with the events before it; waits out a database outage (the events
         stay buffered meanwhile), so a checkpoint never fails the attempt."""
-        stored = {"state": state, **self.counts, "waits": dict(self._waits)}
-
-        async def store(take: Take) -> None:
-            # Under the buffer's lock, in a shielded task: the messages and usage written are
-            # forgotten here, even when the agent is cancelled meanwhile, so no ending writes
-            # them again.
-            messages, usage = tuple(self._unsaved_messages), self.usage.unstored
-            await self._append(take, state=stored, messages=messages, usage=usage)
-            del self._unsaved_messages[: len(messages)]
-            self.usage.written(usage)
-
-        while True:
-            try:
-                await self.events.flush_with(store)
-                self._stored = stored
-                return
-            except DatabaseUnavailable as exc:  # the writer's next tick retries, later under load
-                log.debug("checkpoint not stored yet: %s", exc)
+        stored = self._encode(state, what="a checkpoint")
+        await self._store(state=stored)
 
     async def add_messages(self, messages: Sequence[Mapping[str, Any]]) -> None:
-        """Append to the thread's history with the next checkpoint (or the ending), redacted."""
+        """Append to the thread's history with the next checkpoint, effect record or the
+        ending, redacted."""
         if self.thread is None:
             raise ValueError("add_messages needs a run in a thread")
         checked = []
@@ -247,75 +287,107 @@ class Attempt:
             content = message.get("content")
             if isinstance(content, str) and len(content) > MAX_MESSAGE_CHARS:
                 raise ValueError(f"a thread message may hold at most {MAX_MESSAGE_CHARS} characters")
-            checked.append(self._redactor.data(dict(message)))
+            checked.append(self._encode(dict(message), what="a thread message"))
         self._unsaved_messages.extend(checked)
 
-    async def _append(
-        self,
-        take: Take,
-        *,
-        state: Any = None,
-        messages: Sequence[Mapping[str, Any]] = (),
-        usage: Usage | None = None,
-    ) -> None:
-        await self._write(
-            lambda redacted: self._writer.append(
-                run_id=self.run_id,
-                lease_id=self.lease_id,
-                take=redacted,
-                state=state,
-                messages=messages,
-                usage=usage,
-            ),
-            take,
-        )
+    def _encode(self, value: Any, *, what: str) -> str:
+        """``value`` redacted, as the JSON text a statement carries; a value that cannot be
+        stored fails the run (:meth:`_write_failed`) and raises :class:`InvalidData` here."""
+        try:
+            return self._encoded_value(value, what=what)
+        except InvalidData as exc:
+            self._write_failed(exc)
+            raise
 
-    async def _write(self, write: Callable[[Take], Awaitable[T]], take: Take) -> T:
-        """Every write of this attempt but the background ones: its events redacted when the
-        statement takes them; a lost lease stops the attempt."""
+    def _encoded_value(self, value: Any, *, what: str, redact: bool = True) -> str:
+        if not redact:
+            return encode(value, what=what, limit=self._limit)
+        # Refused before the redactor walks it: a value of hundreds of MB would take seconds.
+        encode(value, what=what, limit=self._limit)
+        return encode(self._redactor.data(value), what=what, limit=self._limit)
+
+    async def _store(self, *, state: str | None = None, effects: Sequence[tuple[str, str]] = ()) -> Stored:
+        """One commit of the run's buffered events with a checkpoint (``state``: the agent's, as
+        JSON) or effect records, its thread messages and its usage so far, sent at once; waits
+        out a database outage (the events stay buffered meanwhile). The waits passed are
+        stored with it when they changed: a replayed step does not pass its wait again."""
+
+        async def store(take: Take) -> Stored:
+            # Under the buffer's lock, in a shielded task: the messages and usage written are
+            # forgotten here, even when the agent is cancelled meanwhile, so no ending writes
+            # them again.
+            messages, usage, waits = tuple(self._unsaved_messages), self.usage.unstored, dict(self._waits)
+            checkpoint = None
+            if state is not None or waits != self._stored_waits:
+                checkpoint = self._checkpoint(self._stored_state if state is None else state, waits)
+            stored = await self._write(
+                lambda encoded: self._writer.append(
+                    lambda: Appended(self.run_id, self.lease_id, encoded(), checkpoint, messages, usage, effects)
+                ),
+                take,
+            )
+            del self._unsaved_messages[: len(messages)]
+            self.usage.written(usage)
+            if state is not None:
+                self._stored_state = state
+            self._stored_waits = waits
+            return stored
+
+        while True:
+            try:
+                return await self.events.flush_with(store)  # type: ignore[no-any-return]
+            except DatabaseUnavailable as exc:  # the writer retries, after a pause
+                log.debug("checkpoint not stored yet: %s", exc)
+
+    async def _write(self, write: Callable[[Callable[[], EncodedEvents]], Awaitable[T]], take: Take) -> T:
+        """Every write of this attempt but the background ones: its events encoded when the
+        statement takes them; a failed write stops the attempt as :meth:`_write_failed` says."""
         count = 0
 
-        def redacted() -> list[PendingEvent]:
+        def encoded() -> EncodedEvents:
             nonlocal count
-            events = self._redacted(take())
+            events = self._encoded_events(take())
             count = len(events)
             return events
 
         try:
-            result = await write(redacted)
-        except LeaseLost:
-            self.stop("lease_lost")
+            result = await write(encoded)
+        except Exception as exc:
+            self._write_failed(exc)
             raise
         EVENTS_APPENDED.inc(count)
         return result
 
-    def _append_in_background(self, take: BackgroundTake, written: Written) -> None:
+    def _append_in_background(self, take: BackgroundTake, written: Written, urgent: bool) -> None:
         """:meth:`_write` of the buffer's events alone, handed to the writer without waiting."""
         count = 0
 
-        def redacted() -> list[PendingEvent] | None:
+        def appended() -> Appended | None:
             nonlocal count
             events = take()
             if events is None:
                 return None
-            count = len(events)
-            return self._redacted(events)
+            encoded = self._encoded_events(events)
+            count = len(encoded)
+            return Appended(self.run_id, self.lease_id, encoded)
 
-        def done(outcome: int | BaseException) -> None:
-            if isinstance(outcome, LeaseLost):
-                self.stop("lease_lost")
+        def done(outcome: Stored | BaseException) -> None:
             if isinstance(outcome, BaseException):
+                self._write_failed(outcome)
                 written(outcome)
                 return
             EVENTS_APPENDED.inc(count)
             written(None)
 
-        self._writer.append_in_background(
-            run_id=self.run_id, lease_id=self.lease_id, take=redacted, done=done
-        )
+        self._writer.append_in_background(appended, done, urgent=urgent)
 
-    def _redacted(self, events: list[PendingEvent]) -> list[PendingEvent]:
-        return [(type, self._redactor.data(data)) for type, data in events]
+    def _encoded_events(self, events: list[PendingEvent]) -> EncodedEvents:
+        """The buffer's events as a statement carries them: tokens merged by the buffer are
+        redacted and encoded now, every other event was when it was emitted."""
+        return [
+            (type, data if isinstance(data, str) else self._encoded_value(data, what=f"the data of a {type!r} event"))
+            for type, data in events
+        ]
 
     # -- waits -----------------------------------------------------------------------------
 
@@ -326,37 +398,50 @@ class Attempt:
             raise ValueError("a wait needs a name")
         if timeout_s is not None and not 0 <= timeout_s <= MAX_WAIT_S:  # NaN too
             raise ValueError(f"timeout_s must be between 0 and {MAX_WAIT_S:g} seconds")
-        json.dumps(payload)  # a payload that cannot be stored fails here, not in the batched ending
+        stored_payload = self._encode(payload, what=f"the payload of the wait {name!r}")
         occurrence = self._waits.get(name, 0) + 1
         self._waits[name] = occurrence
         recorded = await self._queue.find_waitpoint(run_id=self.run_id, name=name, occurrence=occurrence)
         if recorded is None:
+            # The checkpoint the resumed attempt starts from: the last one stored, whole (state,
+            # waits passed), since the resumed attempt runs the agent's code after it again.
+            self._wait_texts = (stored_payload, self._checkpoint(self._stored_state, self._stored_waits))
             raise WaitRequested(name, occurrence, payload, timeout_s)
         if recorded.timed_out:
             raise WaitTimedOut(f"the wait {name!r} timed out")
         return recorded.value
 
+    def _checkpoint(self, state: str | None, waits: Mapping[str, int]) -> str:
+        """The checkpoint as stored, JSON: the agent's ``state`` (JSON; ``None``: the one the
+        attempt started from) and the waits passed."""
+        if state is None:
+            state = encode(self._saved.get("state"), what="a checkpoint", limit=self._limit)
+        return f'{{"state":{state},"waits":{encode(dict(waits), what="a checkpoint")}}}'
+
     def _wait(self, wait: WaitRequested) -> Wait:
-        """The waiting ending, with the checkpoint the resumed attempt starts from: the last one
-        stored, whole (state, budget counters, waits passed), since the resumed attempt runs the
-        agent's code after it again and counts what it counts again."""
-        return Wait(
-            name=wait.name,
-            occurrence=wait.occurrence,
-            payload=self._redactor.data(wait.payload),
-            timeout_s=wait.timeout_s,
-            checkpoint={"state": None, **self._stored},
-        )
+        """The waiting ending (its payload and checkpoint were encoded by :meth:`wait_for`)."""
+        return Wait(name=wait.name, occurrence=wait.occurrence, payload=None, timeout_s=wait.timeout_s)
 
     # -- effects, tools, budget -------------------------------------------------------------
 
     async def effect(self, key: str, fn: Callable[[], Awaitable[T]]) -> T:
-        found, result = await self._queue.find_effect(run_id=self.run_id, key=key)
-        if found:
-            return result  # type: ignore[no-any-return]
+        """``fn``'s result, recorded in the run's effect ledger before it is returned; ``fn``
+        runs only when no attempt recorded ``key``. The record, the events buffered by then,
+        the thread messages and the usage go in one commit, sent at once (a durable step)."""
+        if self._effects is None:
+            self._effects = await self._queue.effects_of(self.run_id)
+        if key in self._effects:
+            return self._effects[key]  # type: ignore[no-any-return]
         result = await fn()
-        await self._writer.record_effect(run_id=self.run_id, lease_id=self.lease_id, key=key, result=result)
-        return result
+        try:  # as it is: a replay must return what the live step returned, so not redacted
+            record = self._encoded_value(result, what=f"the record of effect {key!r}", redact=False)
+        except InvalidData as exc:
+            self._write_failed(exc)
+            raise
+        stored = await self._store(effects=[(key, record)])
+        kept = stored.kept.get(key, result)  # an earlier record of the key wins over this one
+        self._effects[key] = kept
+        return kept  # type: ignore[no-any-return]
 
     async def shell(self, command: str, *, timeout_s: float | None = None) -> ShellResult:
         self.raise_if_cancelled()
@@ -366,11 +451,18 @@ class Attempt:
         return result
 
     def count_turn(self) -> None:
-        self._count("turns")
+        """A model turn begins: counted over the run (the turns of earlier attempts are the
+        model calls they stored)."""
+        self.turns = max(self.turns, self.usage.total.model_calls) + 1
+        limit = self.budget.get("max_turns")
+        if limit is not None and self.turns > int(limit):
+            raise BudgetExceeded(f"max_turns of {limit} used up")
 
     def count_tool_call(self) -> None:
-        self._count("tool_calls")
         self.usage.add(Usage(tool_calls=1))
+        limit = self.budget.get("max_tool_calls")
+        if limit is not None and self.usage.total.tool_calls > int(limit):
+            raise BudgetExceeded(f"max_tool_calls of {limit} used up")
 
     def record_usage(
         self, *, input_tokens: int = 0, output_tokens: int = 0, model_calls: int = 0, tool_calls: int = 0
@@ -378,13 +470,10 @@ class Attempt:
         """Add what a model call (or a tool) consumed. Past ``budget.max_tokens`` the run stops
         at once (its tools are killed, ``cancelled`` turns true) and ends dead with
         ``budget_exceeded``, whatever the agent does with the exception raised here."""
-        self.usage.add(Usage(input_tokens, output_tokens, model_calls, tool_calls))
+        delta = Usage(*(int(n) for n in (input_tokens, output_tokens, model_calls, tool_calls)))
+        if not all(0 <= n < MAX_COUNT for n in delta):
+            raise ValueError(f"usage figures must be whole numbers from 0 to 2**53: {delta}")
+        self.usage.add(delta)
         if self.usage.over_budget:
             self._mark_stopped("budget")
             raise BudgetExceeded(self.usage.budget_message)
-
-    def _count(self, name: str) -> None:
-        self.counts[name] += 1
-        limit = self.budget.get(_LIMITS[name])
-        if limit is not None and self.counts[name] > int(limit):
-            raise BudgetExceeded(f"{_LIMITS[name]} of {limit} used up")

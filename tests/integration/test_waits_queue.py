@@ -139,7 +139,7 @@ async def _waiting_thread_run(queue: Queue, *, message: str) -> tuple[uuid.UUID,
     (claim,) = await queue.claim_batch(worker_id="w1", limit=5)  # the run behind waits for its turn
     assert claim.run.id == first.id
     written = await queue.append_events_many(
-        [Appended(first.id, claim.lease_id, (), {"s": 1}, ({"role": "user", "content": message},))]
+        [Appended.encoded(first.id, claim.lease_id, (), {"s": 1}, ({"role": "user", "content": message},))]
     )
     assert first.id in written
     await queue.finish(run_id=first.id, lease_id=claim.lease_id, finish=Finish.waiting(a_wait()))

@@ -85,8 +85,7 @@ class OpenAIAgentsAgent:
         steps = RunSteps(ctx, tool_error_formatter=team.tool_error_formatter)
         session: ThreadSession | None = None
         if ctx.thread is not None:  # the history comes from the session, the system prompt first
-            session = ThreadSession(ctx, [*system, *ctx.thread.messages], stored=int(steps.steps.saved.get("items", 0)))
-            steps.carry = lambda: {"items": session.added}
+            session = ThreadSession(ctx, [*system, *ctx.thread.messages], unstored=steps.unstored)
             system = []
         agent = durable_graph(self.agent, steps)
         options: dict[str, Any] = {
@@ -116,6 +115,7 @@ class OpenAIAgentsAgent:
             if translated is exc:
                 raise
             raise translated from exc
+        await steps.store_messages()  # the final answer's, with the ending
         output = result.final_output
         answer = {"text": output} if isinstance(output, str) else {"data": to_jsonable_python(output, fallback=str)}
         return answer | {"agent": result.last_agent.name}

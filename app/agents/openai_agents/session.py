@@ -8,9 +8,10 @@ calls becomes its text and one ``function_call`` item per call, a tool message a
 turn's text and calls one assistant message.
 
 A retried attempt replays the run from its start, and the SDK adds every replayed turn's items
-again, in the same order. The session counts the items it was given; the count goes with every
-checkpoint, which also stores the messages added before it, so the next attempt skips as many
-items as the thread already holds: each item is stored once.
+again. So the session stores nothing itself: it converts what the SDK adds and hands it to the
+run's steps (:meth:`RunSteps.step`), where it rides with the record of the next step run live,
+in the same commit, or is dropped when that step is replayed (an earlier attempt stored it
+with that record); what is left at the end goes with the run's ending. Each item is stored once.
 """
 
 from __future__ import annotations
@@ -34,33 +35,23 @@ class ThreadSession(SessionABC):
     """The run's thread (``session_id`` = the thread id), for this attempt.
 
     ``history`` is what the model reads before the run's own items (the thread's messages, a
-    ``system`` prompt first when the input gives one, never stored); ``stored`` how many of the
-    run's items an earlier attempt stored with its last checkpoint.
+    ``system`` prompt first when the input gives one, never stored); ``unstored`` the run's
+    list of chat messages not stored yet, which the added items join.
     """
 
-    def __init__(self, ctx: RunContext, history: Sequence[Mapping[str, Any]], *, stored: int) -> None:
+    def __init__(self, ctx: RunContext, history: Sequence[Mapping[str, Any]], *, unstored: list[dict[str, Any]]) -> None:
         assert ctx.thread is not None
         self.session_id = str(ctx.thread.id)
-        self._ctx = ctx
         self._items: list[TResponseInputItem] = to_items(history)
-        self._history = len(self._items)
-        self._stored = stored
-
-    @property
-    def added(self) -> int:
-        """The items the SDK added in this attempt, replayed ones included."""
-        return len(self._items) - self._history
+        self._unstored = unstored
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         items = self._items[-limit:] if limit else self._items
         return copy.deepcopy(items)  # the SDK's own sessions hand out fresh items too
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
-        skip = max(0, self._stored - self.added)  # stored by an earlier attempt
         self._items.extend(items)
-        messages = to_chat(items[skip:])
-        if messages:
-            await self._ctx.add_messages(messages)
+        self._unstored.extend(to_chat(items))
 
     async def pop_item(self) -> TResponseInputItem | None:
         raise UserError("a runq thread's history only grows; rollback is the thread's own (POST /threads/{id}/runs)")

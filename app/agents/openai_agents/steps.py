@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from typing import Any, cast
 
@@ -43,15 +43,36 @@ class StreamFailed(Exception):
 
 class RunSteps:
     """The steps of one attempt of one run, shared by every wrapped model and tool of its
-    agent graph. ``carry`` adds the thread session's count to every checkpoint."""
+    agent graph, and the thread messages the run added that are not stored yet."""
 
     def __init__(self, ctx: RunContext, *, tool_error_formatter: ToolErrorFormatter | None = None) -> None:
         self.ctx = ctx
-        self.carry: Callable[[], dict[str, Any]] = dict
-        self.steps = Steps(ctx, prefix=STEP_PREFIX, carry=lambda: self.carry())
+        self.unstored: list[dict[str, Any]] = []  # thread messages, filled by the run's session
         self.requests = 0  # model requests so far in this attempt: the position of steps
+        self._steps = Steps(ctx, prefix=STEP_PREFIX)
         self._formatter = tool_error_formatter  # the team's, asked first
         self._failed: set[str] = set()  # calls whose tool raised, in this attempt
+
+    async def step(self, key: str, live: Callable[[], Awaitable[Record]]) -> Record:
+        """A step of the run. The thread messages added since the last one ride with its record
+        when it runs live (one commit), and were stored with it when it is replayed. The SDK
+        adds a turn's items between steps, never while one runs, so no message is added
+        between the two."""
+
+        async def live_with_messages() -> Record:
+            record = await live()
+            await self.store_messages()
+            return record
+
+        record = await self._steps.run(key, live_with_messages)
+        self.unstored.clear()
+        return record
+
+    async def store_messages(self) -> None:
+        """Hand the unstored thread messages to the run: they go with its next write."""
+        if self.unstored:
+            await self.ctx.add_messages(self.unstored)
+            self.unstored.clear()
 
     # -- model responses ----------------------------------------------------------------------
 
@@ -76,7 +97,7 @@ class RunSteps:
             payload = response.model_dump(mode="json", by_alias=True, exclude_unset=True, warnings=False)
             return {"request": fingerprint, "response": payload}
 
-        record = await self.steps.run(f"{position}:model", live)
+        record = await self.step(f"{position}:model", live)
         self.requests += 1
         if record["request"] != fingerprint:
             raise ReplayMismatch(f"model request {position + 1} differs from the one an earlier attempt recorded")
@@ -118,7 +139,7 @@ class RunSteps:
             )
             return {"tool": tool.name, "output": _model_output(tool, context, output)}
 
-        record = await self.steps.run(f"{self.requests - 1}:tool:{call_id}", live)
+        record = await self.step(f"{self.requests - 1}:tool:{call_id}", live)
         if record["tool"] != tool.name:
             raise ReplayMismatch(f"tool call {call_id} was recorded for {record['tool']!r}, not {tool.name!r}")
         return record["output"]
@@ -140,7 +161,7 @@ class RunSteps:
             await self.ctx.emit("agent.handoff", {"from": source.name, "to": target.name})
             return {"to": target.name}
 
-        record = await self.steps.run(f"{self.requests - 1}:handoff", live)
+        record = await self.step(f"{self.requests - 1}:handoff", live)
         if record["to"] != target.name:
             raise ReplayMismatch(f"a handoff was recorded to {record['to']!r}, not {target.name!r}")
 
@@ -160,7 +181,7 @@ class RunSteps:
                 )
             return {"denied": denied}
 
-        record = await self.steps.run(f"{self.requests - 1}:approval:{call['id']}", live)
+        record = await self.step(f"{self.requests - 1}:approval:{call['id']}", live)
         denied: str | None = record["denied"]
         return denied
 
