@@ -96,24 +96,11 @@ async def test_a_retried_attempt_replays_every_recorded_step_silently(server: Fa
     assert retried.usage == {"input_tokens": 0, "output_tokens": 0, "model_calls": 0, "tool_calls": 0}
 
 
-async def test_a_step_in_the_checkpoint_but_not_yet_in_the_ledger_is_replayed(server: FakeOpenAI, settings: Settings) -> None:
-    server.script(calls(ToolCall("c1", "add", {"a": 1, "b": 2})), answer("3"))
-    first = FakeRunContext({"prompt": "add"})
-    await Support(settings).run(first)
-    first.effects.pop("openai-agents:1:model")  # the crash came between the checkpoint and the ledger
-    server.reset()
-
-    output = await Support(settings).run(first.retry())
-
-    assert output["text"] == "3" and server.requests == []
-
-
 async def test_a_crash_mid_run_replays_the_steps_before_it_and_goes_on_live(server: FakeOpenAI, settings: Settings) -> None:
     server.script(calls(ToolCall("c1", "add", {"a": 1, "b": 2}), usage=(10, 5)), answer("3", usage=(20, 7)))
     first = FakeRunContext({"prompt": "add"})
     await Support(settings).run(first)
     del first.effects["openai-agents:1:model"]  # the last response was never recorded
-    first.checkpoints = first.checkpoints[:-1]
     server.script(answer("three", usage=(20, 7)))
 
     retried = first.retry()
@@ -136,7 +123,6 @@ async def test_parallel_tool_calls_replay_in_the_order_the_model_gave(server: Fa
     for i in (1, 3):  # two results died with the worker
         del first.effects[f"openai-agents:0:tool:c{i}"]
     del first.effects["openai-agents:1:model"]
-    first.checkpoints.clear()
     server.script(answer("done again"))
 
     await Support(settings).run(first.retry())
@@ -302,11 +288,10 @@ async def test_a_thread_is_the_runs_session_and_a_replay_stores_its_items_once(s
     sent = server.requests[0].body["messages"]
     assert sent[1:] == [{"role": "system", "content": "Be brief."}, *history, {"role": "user", "content": "2+3?"}]
 
-    # the model step 1 was live but its checkpoint never made it: the retry stores what the
-    # checkpoints before it did not (the tool's turn), and nothing twice
+    # the model step 1 was live but its record never committed, nor the messages with it (the
+    # tool's turn): the retry stores those, and nothing twice
     stored = first.messages[:1]
     del first.effects["openai-agents:1:model"]
-    first.checkpoints = first.checkpoints[:-1]
     server.script(answer("Five."))
     retried = first.retry()
     await Support(settings).run(retried)
