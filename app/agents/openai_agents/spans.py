@@ -76,9 +76,13 @@ def install(*, export_to_openai: bool) -> None:
 
 
 def _attributes(data: Mapping[str, Any]) -> dict[str, Any]:
-    """A span's data as attributes: its scalar fields, and a dict's (usage) one level down."""
+    """A span's data as attributes: its scalar fields, and a dict's (usage) one level down;
+    never a tool's or a model's input or output (they may hold what the redactor keeps out of
+    runq's own tables)."""
     attributes: dict[str, Any] = {}
     for key, value in data.items():
+        if key in ("input", "output"):
+            continue
         if isinstance(value, str | int | float | bool):
             attributes[f"openai_agents.{key}"] = value
         elif isinstance(value, Mapping):
