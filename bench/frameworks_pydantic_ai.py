@@ -1,32 +1,12 @@
 """The PydanticAI adapter's cost (``--only frameworks-pydantic-ai``): one PydanticAI agent run
 bare (``agent.run``, streaming, no runq) and through runq (a worker on this process's loop, every
-step recorded), on the same fake model server, in one run.
-
-Three shapes of run give each side's time per model request (``m``) and per tool call (``t``):
-an answer (1 request), one request calling K tools then an answer (2 requests, K tools), and K
-requests calling one tool each then an answer (K+1 requests, K tools). ``T = c + m·M + t·K``, so
-``m = (T3 - T2) / (K - 1)`` and ``t = (T2 - T1 - m) / K``; the ratios are runq's over bare's.
-A runq run is timed from its ``run.started`` to its ``run.completed`` (the database's clock), so
-claiming is not in it. Then the replay: a run of 50 model requests (49 tools) fails at its 49th
-tool on the first attempt; the second replays 48 recorded requests and 48 tool results from the
-ledger and goes live from there; its replay is ``run.started`` → its first event, against the
-first attempt's time to the same point.
-
-The model server answers from the request alone (no script): while the conversation has fewer
-tool results than the prompt asks for, a call of ``step`` (``parallel`` of them at once when the
-prompt says so), then an answer, streamed as chat.completion.chunk SSE in a few chunks.
+step recorded), on the same fake model server, in one run; the shapes, the arithmetic and the
+replay are bench/framework_steps.py's.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-import statistics
 import time
-import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from datetime import datetime
 from typing import Any
 
 from pydantic_ai import Agent, RunContext
@@ -37,11 +17,7 @@ from pydantic_ai.providers.openai import OpenAIProvider
 from app.agents.base import RetryableError
 from app.agents.base import RunContext as RunqContext
 from app.agents.pydantic_ai import PydanticAIAgent
-from app.db.engine import create_engine
-from app.domain import Status
-from app.queue import NewRun, Queue
-from app.settings import Settings
-from app.worker.main import serve
+from bench import framework_steps
 from bench.server import BenchServer
 
 bench_agent = Agent(name="bench", deps_type=int)
@@ -49,14 +25,10 @@ bench_agent = Agent(name="bench", deps_type=int)
 
 @bench_agent.tool
 def step(ctx: RunContext[int], i: int) -> str:
-    """One step of the run; the replay's first attempt fails at step 49."""
-    if ctx.deps == 1 and i == FAIL_AT:
+    """One step of the run; it fails at the step its context names (the replay's first attempt)."""
+    if i == ctx.deps:
         raise RetryableError("the first attempt stops here")
     return f"done {i}"
-
-
-FAIL_AT = 48  # the 49th tool call (0-based), after 49 model requests
-REPLAY_STEPS = 50
 
 
 class BenchAgent(PydanticAIAgent):
@@ -64,7 +36,7 @@ class BenchAgent(PydanticAIAgent):
     base_url = ""  # the bench's model server, set once it listens
 
     def deps(self, ctx: RunqContext) -> Any:
-        return ctx.attempt if ctx.input.get("fail") else 0
+        return framework_steps.failing_step(ctx.input, ctx.attempt)
 
     def model(self, ctx: RunqContext) -> Model:
         return _model(self.base_url)
@@ -74,179 +46,21 @@ def _model(base_url: str) -> Model:
     return OpenAIChatModel("bench", provider=OpenAIProvider(base_url=base_url, api_key="bench"))
 
 
-def _prompt(tools: int, *, parallel: bool) -> str:
-    return json.dumps({"tools": tools, "parallel": parallel})
+async def overhead_and_replay(server: BenchServer, *, rounds: int, tools: int, replay_steps: int) -> dict[str, Any]:
+    async with framework_steps.running(
+        server, "frameworks_pydantic_ai", agent="bench-pydantic-ai", target="bench.frameworks_pydantic_ai:BenchAgent"
+    ) as (base_url, queue):
+        BenchAgent.base_url = base_url
 
+        async def bare(prompt: str) -> float:
+            model = _model(base_url)  # a model per run, as the runq side makes one
 
-# -- the model server -------------------------------------------------------------------------
+            async def drain(ctx: Any, events: Any) -> None:
+                async for _ in events:  # streamed, as runq streams it
+                    pass
 
+            started = time.perf_counter()
+            await bench_agent.run(prompt, model=model, deps=-1, event_stream_handler=drain)
+            return time.perf_counter() - started
 
-def _reply(body: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
-    messages = body["messages"]
-    ask = json.loads(next(m["content"] for m in messages if m["role"] == "user"))
-    done = sum(1 for m in messages if m["role"] == "tool")
-    if done >= ask["tools"]:
-        return f"finished {done} steps", []
-    count = ask["tools"] - done if ask["parallel"] else 1
-    return "", [{"id": f"call_{done + i}", "name": "step", "arguments": json.dumps({"i": done + i})} for i in range(count)]
-
-
-def _sse(text: str, calls: list[dict[str, Any]]) -> bytes:
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-        event = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 0, "model": "bench",
-                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-        return f"data: {json.dumps(event)}\n\n".encode()
-
-    out = chunk({"role": "assistant", "content": ""})
-    for i in range(0, len(text), 8):
-        out += chunk({"content": text[i : i + 8]})
-    for index, call in enumerate(calls):
-        out += chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
-                                      "function": {"name": call["name"], "arguments": call["arguments"]}}]})
-    usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
-    out += chunk({}, "tool_calls" if calls else "stop")
-    out += f'data: {json.dumps({"id": "chatcmpl-bench", "object": "chat.completion.chunk", "choices": [], "usage": usage})}\n\n'.encode()
-    return out + b"data: [DONE]\n\n"
-
-
-async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    task = asyncio.current_task()
-    assert task is not None
-    _clients[task] = writer
-    try:
-        while True:
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = next(
-                (int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")), 0
-            )
-            body = _sse(*_reply(json.loads(await reader.readexactly(length))))
-            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
-            await writer.drain()
-    except (asyncio.IncompleteReadError, ConnectionError):
-        pass
-    finally:
-        del _clients[task]
-        writer.close()
-
-
-_clients: dict[asyncio.Task[None], asyncio.StreamWriter] = {}  # connection handlers still open
-
-
-@asynccontextmanager
-async def model_server() -> AsyncIterator[str]:
-    server = await asyncio.start_server(_handle, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    async with server:
-        try:
-            yield f"http://127.0.0.1:{port}/v1"
-        finally:  # the clients' kept-alive connections: their handlers end on EOF
-            handlers = list(_clients)
-            for writer in _clients.values():
-                writer.close()
-            await asyncio.gather(*handlers, return_exceptions=True)
-
-
-# -- the two sides ----------------------------------------------------------------------------
-
-
-async def _bare(base_url: str, prompt: str) -> float:
-    model = _model(base_url)
-
-    async def drain(ctx: Any, events: Any) -> None:
-        async for _ in events:  # streamed, as runq streams it
-            pass
-
-    started = time.perf_counter()
-    await bench_agent.run(prompt, model=model, deps=0, event_stream_handler=drain)
-    return time.perf_counter() - started
-
-
-@asynccontextmanager
-async def _worker(url: str, base_url: str) -> AsyncIterator[Queue]:
-    settings = Settings(
-        database_url=url,
-        agents={"bench-pydantic-ai": "bench.frameworks_pydantic_ai:BenchAgent"},
-        poll_s=0.05, retry_base_s=0.05, retry_max_s=0.1, shutdown_grace_s=1.0,
-    )  # fmt: skip
-    BenchAgent.base_url = base_url
-    stop = asyncio.Event()
-    task = asyncio.create_task(serve(settings, database_url=url, concurrency=1, stop=stop))
-    engine = create_engine(url, pool_size=2)
-    try:
-        yield Queue(engine)
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 60)
-        await engine.dispose()
-
-
-async def _runq(queue: Queue, input: dict[str, Any]) -> tuple[uuid.UUID, list[tuple[str, int, datetime]]]:
-    run, _ = await queue.enqueue(NewRun(tenant_id="bench", agent="bench-pydantic-ai", input=input, max_attempts=3))
-    deadline = time.monotonic() + 300
-    while not (await queue.get_run(run.id, tenant_id=None)).is_terminal:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"run {run.id} not finished in 300 s")
-        await asyncio.sleep(0.02)
-    finished = await queue.get_run(run.id, tenant_id=None)
-    if finished.status is not Status.DONE:
-        raise RuntimeError(f"bench run ended {finished.status}: {finished.error_code} {finished.error_message}")
-    return run.id, [(e.type, e.attempt, e.created_at) for e in await queue.read_events(run.id, limit=10_000)]
-
-
-def _started_to_completed(events: list[tuple[str, int, datetime]]) -> float:
-    started = next(at for type, _, at in events if type == "run.started")
-    completed = next(at for type, _, at in events if type == "run.completed")
-    return (completed - started).total_seconds()
-
-
-def _per_step(t1: float, t2: float, t3: float, tools: int) -> tuple[float, float]:
-    model = (t3 - t2) / (tools - 1)
-    return model, (t2 - t1 - model) / tools
-
-
-async def overhead_and_replay(server: BenchServer, *, rounds: int, tools: int) -> dict[str, Any]:
-    shapes = {"answer": _prompt(0, parallel=False), "parallel": _prompt(tools, parallel=True), "sequential": _prompt(tools, parallel=False)}
-    bare: dict[str, list[float]] = {name: [] for name in shapes}
-    runq: dict[str, list[float]] = {name: [] for name in shapes}
-    async with server.database("frameworks_pydantic_ai") as url, model_server() as base_url, _worker(url, base_url) as queue:
-        await _bare(base_url, shapes["answer"])  # warm both sides: imports, connections
-        await _runq(queue, {"prompt": shapes["answer"]})
-        for _ in range(rounds):
-            for name, prompt in shapes.items():  # alternated, so both see the same drift
-                bare[name].append(await _bare(base_url, prompt))
-                runq[name].append(_started_to_completed((await _runq(queue, {"prompt": prompt}))[1]))
-        replay = await _replay(queue)
-    medians = {side: {name: statistics.median(v) for name, v in values.items()} for side, values in (("bare", bare), ("runq", runq))}
-    per = {side: _per_step(m["answer"], m["parallel"], m["sequential"], tools) for side, m in medians.items()}
-    return {
-        "agent_steps": {"tools_per_shape": tools, "rounds": rounds},
-        "bare_ms": {name: round(v * 1000, 2) for name, v in medians["bare"].items()},
-        "runq_ms": {name: round(v * 1000, 2) for name, v in medians["runq"].items()},
-        "per_model_step_ms": {"bare": round(per["bare"][0] * 1000, 2), "runq": round(per["runq"][0] * 1000, 2)},
-        "per_tool_step_ms": {"bare": round(per["bare"][1] * 1000, 2), "runq": round(per["runq"][1] * 1000, 2)},
-        "ratio_model_step": round(per["runq"][0] / per["bare"][0], 2) if per["bare"][0] > 0 else None,
-        "ratio_tool_step": round(per["runq"][1] / per["bare"][1], 2) if per["bare"][1] > 0 else None,
-        "replay": replay,
-    }
-
-
-async def _replay(queue: Queue) -> dict[str, Any]:
-    """A 50-request run that fails at its 49th tool on attempt 1: how long attempt 2 takes to
-    replay the 48 recorded requests and tool results, against attempt 1's time to that point."""
-    _, events = await _runq(queue, {"prompt": _prompt(REPLAY_STEPS - 1, parallel=False), "fail": True})
-    started = {attempt: at for type, attempt, at in events if type == "run.started"}
-    calls = {attempt: [at for type, a, at in events if type == "tool.call" and a == attempt] for attempt in (1, 2)}
-    # the tool call that failed is attempt 1's last and attempt 2's first event: the first step
-    # attempt 2 runs live, after replaying every request up to it and every tool result before it
-    live = (calls[1][FAIL_AT] - started[1]).total_seconds()
-    replayed = (calls[2][0] - started[2]).total_seconds()
-    steps = 2 * FAIL_AT + 1
-    return {
-        "model_requests": REPLAY_STEPS,
-        "failed_at_tool": FAIL_AT + 1,
-        "replayed_steps": steps,
-        "first_attempt_to_step_ms": round(live * 1000, 1),
-        "replay_ms": round(replayed * 1000, 1),
-        "replay_per_step_ms": round(replayed * 1000 / steps, 3),
-        "ratio_replay_to_live": round(replayed / live, 3),
-    }
+        return await framework_steps.overhead_and_replay(bare, queue, "bench-pydantic-ai", rounds=rounds, tools=tools, replay_steps=replay_steps)

@@ -193,7 +193,8 @@ def table(results: dict[str, Any]) -> str:
          _num(_get(r, "threads.claim_latency.ratio_p50"), "{:.2f}x")),
     ]
     rows += _streaming_rows(_get(r, "streaming"))
-    rows += _pydantic_ai_rows(_get(r, "frameworks.pydantic_ai"))
+    rows += _framework_rows("PydanticAI", _get(r, "frameworks.pydantic_ai"))
+    rows += _framework_rows("OpenAI Agents SDK", _get(r, "frameworks.openai_agents"))
     rows += _langgraph_rows(_get(r, "frameworks_langgraph"))
     rows += _limits_rows(_get(r, "limits"))
     rows += _ai_sdk_rows(_get(r, "frontends_ai_sdk"))
@@ -244,12 +245,13 @@ def _streaming_rows(section: dict[str, Any] | None) -> list[Row]:
     return rows
 
 
-def _pydantic_ai_rows(section: dict[str, Any] | None) -> list[Row]:
+def _framework_rows(framework: str, section: dict[str, Any] | None) -> list[Row]:
+    """bench/framework_steps.py: an adapter's agent through runq against the same agent bare."""
     if not section:
         return []
     replay = section["replay"]
     return [
-        ("FRAMEWORKS: PydanticAI through runq vs bare (ms per step)", "runq", "bare", "runq/bare"),
+        (f"FRAMEWORKS: {framework} through runq vs bare (ms per step)", "runq", "bare", "runq/bare"),
         ("per model request (streamed, recorded)", _num(section["per_model_step_ms"]["runq"], "{:.2f}"),
          _num(section["per_model_step_ms"]["bare"], "{:.2f}"), _num(section["ratio_model_step"], "{:.2f}x")),
         ("per tool call (recorded)", _num(section["per_tool_step_ms"]["runq"], "{:.2f}"),
