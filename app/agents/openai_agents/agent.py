@@ -30,10 +30,10 @@ from app import tracing
 from app.agents.base import AgentError, BudgetExceeded, FatalError, RetryableError, RunContext
 from app.agents.chat_input import Seconds, SystemChatInput
 from app.agents.inputs import parse_input
-from app.agents.openai_agents import spans
 from app.agents.openai_agents.graph import durable_graph
 from app.agents.openai_agents.model import ConfiguredProvider, DurableModel, DurableProvider
 from app.agents.openai_agents.session import ThreadSession, to_items
+from app.agents.openai_agents.spans import install_processor
 from app.agents.openai_agents.steps import RunSteps
 from app.guards.redact import redact
 from app.settings import Settings, get_settings
@@ -78,7 +78,7 @@ class OpenAIAgentsAgent:
         return None
 
     async def run(self, ctx: RunContext) -> dict[str, Any]:
-        spans.install(export_to_openai=self.settings.openai_agents_trace_export)
+        install_processor(export_to_openai=self.settings.openai_agents_trace_export)
         chat = parse_input(OpenAIAgentsInput, ctx.input)
         system = [{"role": "system", "content": chat.system}] if chat.system is not None else []
         team = self.run_config(ctx) or RunConfig()

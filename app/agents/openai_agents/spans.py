@@ -63,7 +63,7 @@ class OpenTelemetrySpans(TracingProcessor):
         pass  # the OpenTelemetry provider's processors flush
 
 
-def install(*, export_to_openai: bool) -> None:
+def install_processor(*, export_to_openai: bool) -> None:
     """Route the SDK's spans to runq's traces, once per process."""
     global _installed
     if _installed:
