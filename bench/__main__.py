@@ -87,6 +87,7 @@ class Profile:
     threads_samples: int = 300
     frameworks_rounds: int = 10  # runs of each shape, bare and through runq
     frameworks_tools: int = 5  # tool calls in the shapes that call tools
+    frameworks_concurrency: int = 50  # runs at once, beside one at a time
     frameworks_replay_steps: int = 50  # model requests of the run replayed after a crash at its last tool
     langgraph_samples: int = 500  # checkpoint puts and gets per saver
     langgraph_graph_runs: int = 100  # 10-node graph runs per saver
@@ -140,6 +141,7 @@ SMOKE = Profile(
     threads_samples=20,
     frameworks_rounds=1,
     frameworks_tools=2,
+    frameworks_concurrency=4,
     frameworks_replay_steps=6,
     langgraph_samples=10,
     langgraph_graph_runs=3,
@@ -263,7 +265,8 @@ async def _frameworks_pydantic_ai(server: BenchServer, p: Profile, out: dict[str
     from bench import frameworks_pydantic_ai  # the pydantic-ai extra, loaded by this section only
 
     out.setdefault("frameworks", {})["pydantic_ai"] = await frameworks_pydantic_ai.overhead_and_replay(
-        server, rounds=p.frameworks_rounds, tools=p.frameworks_tools, replay_steps=p.frameworks_replay_steps
+        server, rounds=p.frameworks_rounds, tools=p.frameworks_tools, concurrency=p.frameworks_concurrency,
+        replay_steps=p.frameworks_replay_steps,
     )
 
 
@@ -272,7 +275,8 @@ async def _frameworks_openai_agents(server: BenchServer, p: Profile, out: dict[s
     from bench import frameworks_openai_agents
 
     out.setdefault("frameworks", {})["openai_agents"] = await frameworks_openai_agents.overhead_and_replay(
-        server, rounds=p.frameworks_rounds, tools=p.frameworks_tools, replay_steps=p.frameworks_replay_steps
+        server, rounds=p.frameworks_rounds, tools=p.frameworks_tools, concurrency=p.frameworks_concurrency,
+        replay_steps=p.frameworks_replay_steps,
     )
 
 

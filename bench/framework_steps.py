@@ -13,6 +13,11 @@ fails at its last tool call on the first attempt; the second replays the N - 2 r
 and tool results before it from the ledger and goes live from there; its replay is
 ``run.started`` → its first event, against the first attempt's time to the same point.
 
+Each side is measured with one run at a time and with ``concurrency`` runs at once (each
+run's own time, medians), and the overhead runq adds per step is given in ms beside the ratio,
+next to the latency of one commit measured on the same server in the same run (one client,
+``INSERT`` then commit): a durable step costs at least that, and should cost little more.
+
 The model server answers from the request alone (no script): while the conversation has fewer
 tool results than the prompt asks for, a call of ``step`` (``parallel`` of them at once when the
 prompt says so), then an answer, streamed as chat.completion.chunk SSE in a few chunks, with
@@ -30,7 +35,10 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
 
-from app.db.engine import create_engine
+import asyncpg
+from sqlalchemy import text
+
+from app.db.engine import asyncpg_dsn, create_engine
 from app.domain import Status
 from app.queue import NewRun, Queue
 from app.settings import Settings
@@ -122,15 +130,15 @@ async def model_server() -> AsyncIterator[str]:
 
 
 @asynccontextmanager
-async def worker(url: str, *, agent: str, target: str) -> AsyncIterator[Queue]:
-    """A worker on this loop running ``agent`` (``module:Class``)."""
+async def worker(url: str, *, agent: str, target: str, concurrency: int) -> AsyncIterator[Queue]:
+    """A worker on this loop running ``agent`` (``module:Class``), ``concurrency`` runs at once."""
     settings = Settings(
         database_url=url, agents={agent: target},
         poll_s=0.05, retry_base_s=0.05, retry_max_s=0.1, shutdown_grace_s=1.0,
     )  # fmt: skip
     stop = asyncio.Event()
-    task = asyncio.create_task(serve(settings, database_url=url, concurrency=1, stop=stop))
-    engine = create_engine(url, pool_size=2)
+    task = asyncio.create_task(serve(settings, database_url=url, concurrency=concurrency, stop=stop))
+    engine = create_engine(url, pool_size=4)
     try:
         yield Queue(engine)
     finally:
@@ -139,18 +147,46 @@ async def worker(url: str, *, agent: str, target: str) -> AsyncIterator[Queue]:
         await engine.dispose()
 
 
-async def through_runq(queue: Queue, agent: str, input: dict[str, Any], budget: dict[str, Any] | None = None) -> Events:
-    """Run ``agent`` to its end; its events as ``(type, attempt, created_at)``."""
-    run, _ = await queue.enqueue(NewRun(tenant_id="bench", agent=agent, input=input, budget=budget or {}, max_attempts=3))
+async def through_runq(
+    queue: Queue, agent: str, inputs: list[dict[str, Any]], budget: dict[str, Any] | None = None
+) -> list[Events]:
+    """Runs of ``agent`` for ``inputs``, created at once and waited for with one statement per
+    poll; each one's events as ``(type, attempt, created_at)``."""
+    new = [NewRun(tenant_id="bench", agent=agent, input=i, budget=budget or {}, max_attempts=3) for i in inputs]
+    ids = [(await queue.enqueue(run))[0].id for run in new]
     deadline = time.monotonic() + 300
-    while not (await queue.get_run(run.id, tenant_id=None)).is_terminal:
+    while True:
+        async with queue.engine.connect() as conn:
+            going = (await conn.execute(text(
+                "SELECT count(*) FROM agent_runs WHERE id = ANY(:ids) AND status NOT IN ('done', 'dead', 'cancelled')"
+            ), {"ids": ids})).scalar_one()
+        if not going:
+            break
         if time.monotonic() > deadline:
-            raise TimeoutError(f"run {run.id} not finished in 300 s")
+            raise TimeoutError(f"{going} bench runs not finished in 300 s")
         await asyncio.sleep(0.02)
-    finished = await queue.get_run(run.id, tenant_id=None)
-    if finished.status is not Status.DONE:
-        raise RuntimeError(f"bench run ended {finished.status}: {finished.error_code} {finished.error_message}")
-    return [(e.type, e.attempt, e.created_at) for e in await queue.read_events(run.id, limit=10_000)]
+    out = []
+    for run_id in ids:
+        finished = await queue.get_run(run_id, tenant_id=None)
+        if finished.status is not Status.DONE:
+            raise RuntimeError(f"bench run ended {finished.status}: {finished.error_code} {finished.error_message}")
+        out.append([(e.type, e.attempt, e.created_at) for e in await queue.read_events(run_id, limit=10_000)])
+    return out
+
+
+async def commit_ms(url: str, *, commits: int = 500) -> float:
+    """One client's commit on this server: an ``INSERT`` and its commit (WAL flush), median ms."""
+    conn = await asyncpg.connect(asyncpg_dsn(url))
+    try:
+        await conn.execute("CREATE TEMP TABLE bench_commit (x int)")
+        took = []
+        for _ in range(commits):
+            started = time.perf_counter()
+            await conn.execute("INSERT INTO bench_commit VALUES (1)")
+            took.append(time.perf_counter() - started)
+    finally:
+        await conn.close()
+    return statistics.median(took) * 1000
 
 
 def _started_to_completed(events: Events) -> float:
@@ -167,30 +203,50 @@ def _per_step(t1: float, t2: float, t3: float, tools: int) -> tuple[float, float
 # -- the measurement --------------------------------------------------------------------------
 
 
-async def overhead_and_replay(
-    bare: Callable[[str], Awaitable[float]], queue: Queue, agent: str, *, rounds: int, tools: int, replay_steps: int
-) -> dict[str, Any]:
-    """``bare(prompt)`` (seconds per run) against ``agent`` through runq on ``queue``: the
-    shapes alternated round by round, so both sides see the same drift; then the replay."""
-    shapes = {"answer": prompt(0, parallel=False), "parallel": prompt(tools, parallel=True), "sequential": prompt(tools, parallel=False)}
+async def _sides(
+    bare: Callable[[str], Awaitable[float]], queue: Queue, agent: str, shapes: dict[str, str], *,
+    rounds: int, tools: int, concurrency: int,
+) -> dict[str, Any]:  # fmt: skip
+    """Per-step times of both sides with ``concurrency`` runs of a shape at once."""
     times: dict[str, dict[str, list[float]]] = {side: {name: [] for name in shapes} for side in ("bare", "runq")}
-    await bare(shapes["answer"])  # warm both sides: imports, connections
-    await through_runq(queue, agent, {"prompt": shapes["answer"]})
     for _ in range(rounds):
-        for name, text in shapes.items():
-            times["bare"][name].append(await bare(text))
-            times["runq"][name].append(_started_to_completed(await through_runq(queue, agent, {"prompt": text})))
-    replay = await _replay(queue, agent, replay_steps)
+        for name, said in shapes.items():  # alternated, so both see the same drift
+            times["bare"][name] += await asyncio.gather(*(bare(said) for _ in range(concurrency)))
+            done = await through_runq(queue, agent, [{"prompt": said}] * concurrency)
+            times["runq"][name] += [_started_to_completed(events) for events in done]
     medians = {side: {name: statistics.median(v) for name, v in values.items()} for side, values in times.items()}
     per = {side: _per_step(m["answer"], m["parallel"], m["sequential"], tools) for side, m in medians.items()}
     return {
-        "agent_steps": {"tools_per_shape": tools, "rounds": rounds},
         "bare_ms": {name: round(v * 1000, 2) for name, v in medians["bare"].items()},
         "runq_ms": {name: round(v * 1000, 2) for name, v in medians["runq"].items()},
         "per_model_step_ms": {"bare": round(per["bare"][0] * 1000, 2), "runq": round(per["runq"][0] * 1000, 2)},
         "per_tool_step_ms": {"bare": round(per["bare"][1] * 1000, 2), "runq": round(per["runq"][1] * 1000, 2)},
+        # what runq adds to a step, in ms: the figure a durable step's price is stated in
+        "overhead_model_step_ms": round((per["runq"][0] - per["bare"][0]) * 1000, 2),
+        "overhead_tool_step_ms": round((per["runq"][1] - per["bare"][1]) * 1000, 2),
         "ratio_model_step": round(per["runq"][0] / per["bare"][0], 2) if per["bare"][0] > 0 else None,
         "ratio_tool_step": round(per["runq"][1] / per["bare"][1], 2) if per["bare"][1] > 0 else None,
+    }
+
+
+async def overhead_and_replay(
+    bare: Callable[[str], Awaitable[float]], url: str, queue: Queue, agent: str, *,
+    rounds: int, tools: int, concurrency: int, replay_steps: int,
+) -> dict[str, Any]:  # fmt: skip
+    """``bare(prompt)`` (seconds per run) against ``agent`` through runq on ``queue``, one run at
+    a time and ``concurrency`` at once; then the replay and one client's commit on ``url``."""
+    shapes = {"answer": prompt(0, parallel=False), "parallel": prompt(tools, parallel=True), "sequential": prompt(tools, parallel=False)}
+    await bare(shapes["answer"])  # warm both sides: imports, connections
+    await through_runq(queue, agent, [{"prompt": shapes["answer"]}])
+    one = await _sides(bare, queue, agent, shapes, rounds=rounds, tools=tools, concurrency=1)
+    many = await _sides(bare, queue, agent, shapes, rounds=max(1, rounds // 5), tools=tools, concurrency=concurrency)
+    replay = await _replay(queue, agent, replay_steps)
+    commit = await commit_ms(url)
+    return {
+        "agent_steps": {"tools_per_shape": tools, "rounds": rounds},
+        **one,
+        "concurrent": {"runs": concurrency, **many},
+        "commit_ms": round(commit, 3),
         "replay": replay,
     }
 
@@ -201,7 +257,7 @@ async def _replay(queue: Queue, agent: str, requests: int) -> dict[str, Any]:
     attempt 1's time to that point."""
     fail_at = requests - 2  # 0-based: the last call, after requests - 1 model requests
     input = {"prompt": prompt(requests - 1, parallel=False), "fail_at": fail_at}
-    events = await through_runq(queue, agent, input, {"max_turns": requests + 1})  # the SDK's default is 10
+    (events,) = await through_runq(queue, agent, [input], {"max_turns": requests + 1})  # the SDK's default is 10
     started = {attempt: at for type, attempt, at in events if type == "run.started"}
     calls = {attempt: [at for type, a, at in events if type == "tool.call" and a == attempt] for attempt in (1, 2)}
     # the tool call that failed is attempt 1's last and attempt 2's first event: the first step
@@ -221,7 +277,10 @@ async def _replay(queue: Queue, agent: str, requests: int) -> dict[str, Any]:
 
 
 @asynccontextmanager
-async def running(server: BenchServer, name: str, *, agent: str, target: str) -> AsyncIterator[tuple[str, Queue]]:
-    """A database of its own, the model server (its URL) and a worker running ``agent``."""
-    async with server.database(name) as url, model_server() as base_url, worker(url, agent=agent, target=target) as queue:
-        yield base_url, queue
+async def running(
+    server: BenchServer, name: str, *, agent: str, target: str, concurrency: int
+) -> AsyncIterator[tuple[str, str, Queue]]:
+    """A database of its own (its URL), the model server (its URL) and a worker running ``agent``."""
+    async with server.database(name) as url, model_server() as base_url, \
+            worker(url, agent=agent, target=target, concurrency=concurrency) as queue:  # fmt: skip
+        yield url, base_url, queue

@@ -51,10 +51,13 @@ class BenchAgent(OpenAIAgentsAgent):
         return framework_steps.failing_step(ctx.input, ctx.attempt)
 
 
-async def overhead_and_replay(server: BenchServer, *, rounds: int, tools: int, replay_steps: int) -> dict[str, Any]:
+async def overhead_and_replay(
+    server: BenchServer, *, rounds: int, tools: int, concurrency: int, replay_steps: int
+) -> dict[str, Any]:
     async with framework_steps.running(
-        server, "frameworks_openai_agents", agent="bench-openai-agents", target="bench.frameworks_openai_agents:BenchAgent"
-    ) as (base_url, queue):
+        server, "frameworks_openai_agents", agent="bench-openai-agents", target="bench.frameworks_openai_agents:BenchAgent",
+        concurrency=concurrency,
+    ) as (url, base_url, queue):
         BenchAgent.base_url = base_url
 
         async def bare(prompt: str) -> float:
@@ -68,4 +71,6 @@ async def overhead_and_replay(server: BenchServer, *, rounds: int, tools: int, r
                 pass
             return time.perf_counter() - started
 
-        return await framework_steps.overhead_and_replay(bare, queue, "bench-openai-agents", rounds=rounds, tools=tools, replay_steps=replay_steps)
+        return await framework_steps.overhead_and_replay(
+            bare, url, queue, "bench-openai-agents", rounds=rounds, tools=tools, concurrency=concurrency, replay_steps=replay_steps
+        )

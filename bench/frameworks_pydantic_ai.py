@@ -46,10 +46,13 @@ def _model(base_url: str) -> Model:
     return OpenAIChatModel("bench", provider=OpenAIProvider(base_url=base_url, api_key="bench"))
 
 
-async def overhead_and_replay(server: BenchServer, *, rounds: int, tools: int, replay_steps: int) -> dict[str, Any]:
+async def overhead_and_replay(
+    server: BenchServer, *, rounds: int, tools: int, concurrency: int, replay_steps: int
+) -> dict[str, Any]:
     async with framework_steps.running(
-        server, "frameworks_pydantic_ai", agent="bench-pydantic-ai", target="bench.frameworks_pydantic_ai:BenchAgent"
-    ) as (base_url, queue):
+        server, "frameworks_pydantic_ai", agent="bench-pydantic-ai", target="bench.frameworks_pydantic_ai:BenchAgent",
+        concurrency=concurrency,
+    ) as (url, base_url, queue):
         BenchAgent.base_url = base_url
 
         async def bare(prompt: str) -> float:
@@ -63,4 +66,6 @@ async def overhead_and_replay(server: BenchServer, *, rounds: int, tools: int, r
             await bench_agent.run(prompt, model=model, deps=-1, event_stream_handler=drain)
             return time.perf_counter() - started
 
-        return await framework_steps.overhead_and_replay(bare, queue, "bench-pydantic-ai", rounds=rounds, tools=tools, replay_steps=replay_steps)
+        return await framework_steps.overhead_and_replay(
+            bare, url, queue, "bench-pydantic-ai", rounds=rounds, tools=tools, concurrency=concurrency, replay_steps=replay_steps
+        )
