@@ -1,6 +1,7 @@
 """A fake OpenAI-compatible ``/chat/completions`` server: real HTTP on localhost, scripted replies.
 
-Each request takes the next scripted :class:`Reply` and is streamed back as the real API does it:
+Each request takes the next scripted :class:`Reply` and is streamed back as the real API does it
+(a request without ``stream`` gets it as one ``chat.completion``):
 ``data: {chat.completion.chunk}`` events, text in small content deltas, tool-call arguments split
 across chunks under their ``index``, a final chunk with ``finish_reason``, then ``data: [DONE]``.
 Every request is logged with its JSON body and whether the client hung up before the reply ended.
@@ -152,6 +153,9 @@ class FakeOpenAI:
         if reply.status != 200:
             await self._send_error(send, reply)
             return
+        if not request.body.get("stream"):
+            await self._send_whole(send, reply, model=request.body.get("model", ""))
+            return
         await send(
             {
                 "type": "http.response.start",
@@ -173,6 +177,26 @@ class FakeOpenAI:
             request.disconnected = await self._wait_for_disconnect(receive)
             return
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _send_whole(self, send: Send, reply: Reply, *, model: str) -> None:
+        """A request without ``stream``: the reply as one ``chat.completion``."""
+        message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+        if reply.tool_calls:
+            message["tool_calls"] = [
+                {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": _arguments(call)}}
+                for call in reply.tool_calls
+            ]
+        completion: dict[str, Any] = {
+            "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if reply.tool_calls else "stop"}],
+        }  # fmt: skip
+        if reply.usage is not None:
+            prompt, completion_tokens = reply.usage
+            completion["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion_tokens,
+                                   "total_tokens": prompt + completion_tokens}  # fmt: skip
+        body = json.dumps(completion).encode()
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": body})
 
     async def _send_error(self, send: Send, reply: Reply) -> None:
         body = json.dumps(
@@ -230,9 +254,7 @@ def _chunks(reply: Reply, *, model: str, include_usage: bool = False) -> Iterato
     if reply.stall:
         return
     for index, call in enumerate(reply.tool_calls):
-        arguments = (
-            call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
-        )
+        arguments = _arguments(call)
         yield event(
             {
                 "tool_calls": [
@@ -264,3 +286,7 @@ def _chunks(reply: Reply, *, model: str, include_usage: bool = False) -> Iterato
         }
         yield f"data: {json.dumps(chunk)}\n\n".encode()
     yield b"data: [DONE]\n\n"
+
+
+def _arguments(call: ToolCall) -> str:
+    return call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)

@@ -227,6 +227,25 @@ async def test_a_handoff_is_an_event_and_the_agents_own_model_is_recorded(server
     assert retried.events == [] and len(server.requests) == 3  # the own model's answers replayed too
 
 
+async def test_an_agent_used_as_a_tool_is_one_step(server: FakeOpenAI, settings: Settings) -> None:
+    researcher = Agent(name="researcher", instructions="Find things.")
+    lead = Agent(name="lead", tools=[researcher.as_tool("research", "Research a question.")])
+
+    class Lead(OpenAIAgentsAgent):
+        agent = lead
+
+    server.script(calls(ToolCall("t1", "research", {"input": "why?"})), answer("because"), answer("It is because."))
+    first = FakeRunContext({"prompt": "why?"})
+
+    assert (await Lead(settings).run(first))["text"] == "It is because."
+    assert sorted(first.effects) == ["openai-agents:0:model", "openai-agents:0:tool:t1", "openai-agents:1:model"]
+    assert first.of_type("tool.result")[0]["output"] == "because"  # the inner run's answer
+
+    retried = first.retry()
+    assert (await Lead(settings).run(retried))["text"] == "It is because."
+    assert len(server.requests) == 3 and retried.events == []  # the inner run was not run again
+
+
 async def test_a_changed_request_on_replay_is_a_replay_mismatch(server: FakeOpenAI, settings: Settings) -> None:
     server.script(answer("hello"))
     first = FakeRunContext({"prompt": "hi"})

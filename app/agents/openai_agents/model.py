@@ -36,7 +36,7 @@ from pydantic_core import to_jsonable_python
 
 from app.agents.base import FatalError
 from app.agents.openai import OPENAI_HOST
-from app.agents.openai_agents.steps import RunSteps, StreamFailed
+from app.agents.openai_agents.steps import RunSteps, StreamFailed, inside_tool_step
 from app.settings import Settings
 
 
@@ -49,6 +49,8 @@ class DurableModel(Model):
         self._ask_usage = ask_usage  # include_usage, which the SDK asks of OpenAI only
 
     async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+        if inside_tool_step():  # an agent used as a tool (Runner.run), inside the tool's step
+            return await self.model.get_response(*args, **kwargs)
         raise UserError("runq runs OpenAI Agents SDK agents streamed (Runner.run_streamed)")
 
     async def stream_response(
@@ -74,6 +76,10 @@ class DurableModel(Model):
                 previous_response_id=previous_response_id, conversation_id=conversation_id, prompt=prompt,
             )  # fmt: skip
 
+        if inside_tool_step():  # an agent used as a tool streams inside the tool's step
+            async for event in stream():
+                yield event
+            return
         fingerprint = request_fingerprint(system_instructions, input, tools, handoffs, output_schema)
         try:
             response = await self._steps.response(fingerprint, stream)

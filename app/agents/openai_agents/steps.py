@@ -15,6 +15,7 @@ import inspect
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
+from contextvars import ContextVar
 from typing import Any, cast
 
 from agents import Agent, FunctionTool, ItemHelpers, ToolApprovalItem, ToolErrorFormatterArgs
@@ -29,6 +30,9 @@ from app.agents.openai import approval, call_event
 from app.agents.steps import Record, ReplayMismatch, Steps
 
 STEP_PREFIX = "openai-agents"  # the ledger keys of runs in flight: never renamed
+# Set while a tool step runs live: an agent used as a tool inherits the run's config, and its
+# model requests are part of that step's result, not steps of their own.
+_IN_TOOL_STEP: ContextVar[bool] = ContextVar("in_tool_step", default=False)
 _FAILED = frozenset({"response.failed", "response.incomplete", "error", "response.error"})
 
 
@@ -131,7 +135,11 @@ class RunSteps:
         async def live() -> Record:
             self.ctx.count_tool_call()
             await self.ctx.emit("tool.call", {"tool_call_id": call_id, "name": tool.name, "arguments": _parsed(arguments)})
-            output = await tool.on_invoke_tool(context, arguments)
+            token = _IN_TOOL_STEP.set(True)
+            try:
+                output = await tool.on_invoke_tool(context, arguments)
+            finally:
+                _IN_TOOL_STEP.reset(token)
             is_error = call_id in self._failed
             await self.ctx.emit(
                 "tool.result",
@@ -184,6 +192,11 @@ class RunSteps:
         record = await self.step(f"{self.requests - 1}:approval:{call['id']}", live)
         denied: str | None = record["denied"]
         return denied
+
+
+def inside_tool_step() -> bool:
+    """Whether a tool step runs live here (a model request then belongs to it)."""
+    return _IN_TOOL_STEP.get()
 
 
 def _text(response: Response) -> str:
