@@ -89,6 +89,11 @@ EVENT_PARTITIONS = Counter(
     "runq_event_partitions_total", "Day partitions of run_events created ahead or dropped past retention", ["change"]
 )
 SCHEDULE_RUNS = Counter("runq_schedule_runs_total", "Runs created by schedules (one per slot)")
+MAINTENANCE_ERRORS = Counter(
+    "runq_maintenance_errors_total",
+    "Rows a reaper step could not process (skipped or parked, the others processed), by step",
+    ["step"],
+)
 WEBHOOK_DELIVERIES = Counter(
     "runq_webhook_deliveries_total",
     "Webhook delivery attempts by outcome (delivered, retry, failed, stopped)",

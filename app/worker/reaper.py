@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from app.errors import DatabaseUnavailable
 from app.metrics import (
     EVENT_PARTITIONS,
+    MAINTENANCE_ERRORS,
     REAPER_RESCUES,
     RESUMES,
     RUNS_PURGED,
@@ -24,6 +25,7 @@ from app.metrics import (
     count_ending,
 )
 from app.queue import Queue
+from app.queue.schedules import PARK_S
 
 log = logging.getLogger(__name__)
 
@@ -48,13 +50,27 @@ async def reap_once(queue: Queue, *, retention_s: float, history: bool = True) -
         if run.is_terminal:  # a pending or waiting run, cancelled here; a leased one by its worker
             count_ending(run)
         log.info("run %s abandoned by its subscribers: cancel requested", run.id)
-    for schedule_id, run_id in await queue.fire_due_schedules():
-        SCHEDULE_RUNS.inc()
-        log.info("schedule %s created run %s", schedule_id, run_id)
+    await fire_schedules(queue)
     if history:
         await keep_partitions(queue, retention_s=retention_s)
     if retention_s > 0:
         await purge_past_retention(queue, older_than_s=retention_s)
+
+
+async def fire_schedules(queue: Queue) -> None:
+    """Due slots as runs; a schedule that cannot be fired is parked (logged once per reason,
+    counted each time) and the others fire."""
+    fired = await queue.fire_due_schedules()
+    for schedule_id, run_id in fired.runs:
+        SCHEDULE_RUNS.inc()
+        log.info("schedule %s created run %s", schedule_id, run_id)
+    for parked in fired.parked:
+        MAINTENANCE_ERRORS.labels(step="schedules").inc()
+        log.log(
+            logging.WARNING if parked.first else logging.DEBUG,
+            "schedule %s of tenant %s parked for %gs: %s",
+            parked.schedule_id, parked.tenant_id, PARK_S, parked.reason,
+        )  # fmt: skip
 
 
 async def keep_partitions(queue: Queue, *, retention_s: float) -> None:

@@ -220,10 +220,14 @@ async def test_schedule_slot_at_max_pending_is_created_later(engine: AsyncEngine
             ),
             {"id": schedule_id},
         )
-    assert await queue.fire_due_schedules() == []  # full: the slot waits, still due
+    held = await queue.fire_due_schedules()  # full: the slot waits, still due, for Retry-After
+    assert (held.runs, held.held) == ([], 1)
     assert (await queue.get_schedule(schedule_id, tenant_id=None)).last_run_id is None
     await queue.request_cancel(blocker.id, tenant_id="alice")
-    fired = await queue.fire_due_schedules()
+    assert (await queue.fire_due_schedules()).runs == []  # not looked at before its Retry-After
+    async with engine.begin() as conn:  # the second passes
+        await conn.execute(text("UPDATE schedules SET not_before = now() WHERE id = :id"), {"id": schedule_id})
+    fired = (await queue.fire_due_schedules()).runs
     assert [s for s, _ in fired] == [schedule_id]
     assert (await queue.get_schedule(schedule_id, tenant_id=None)).next_run_at.timestamp() > time.time()
 
