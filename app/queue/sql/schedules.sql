@@ -55,11 +55,11 @@ RETURNING id;
 
 -- name: due_schedules
 -- Reaper pass: schedules whose slot has come and that are not held back (not_before: parked,
--- or refused by their tenant's create limits), locked until the pass commits. Among those due
--- at once the oldest slot first, so a tenant's schedules take its create tokens in turn.
+-- or refused by their tenant's create limits), locked until the pass commits. The oldest slot
+-- first, so a tenant's schedules take its create tokens in turn.
 SELECT *, now() AS db_now FROM schedules
  WHERE NOT paused AND greatest(next_run_at, not_before) <= now()
- ORDER BY greatest(next_run_at, not_before), next_run_at
+ ORDER BY next_run_at
  LIMIT :batch
    FOR UPDATE SKIP LOCKED;
 
