@@ -18,6 +18,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.cron import Timing
 from app.db.engine import create_engine
 from app.errors import LimitExceeded
 from app.queue import LimitDefaults, NewRun, Queue
@@ -328,15 +329,22 @@ async def test_runq_tenants_list_and_limits(engine: AsyncEngine, queue: Queue, d
     await queue.enqueue(NewRun(tenant_id="alice", agent="demo", input={}))
     shown = json.loads(runq(database_url, "tenants", "limits", "alice", "--max-pending", "5", "--json").stdout)
     assert shown[0]["overrides"]["max_pending"] == 5 and shown[0]["use"]["pending"] == 1
-    shown = json.loads(runq(database_url, "tenants", "limits", "alice", "--create-per-s", "2", "--json").stdout)
+    await queue.create_schedule(
+        tenant_id="alice", timing=Timing(cron=None, every_s=60).check(), agent="demo", input={}, budget={},
+        priority=0, max_attempts=1,
+    )  # fmt: skip
+    args = ("--create-per-s", "2", "--max-schedules", "7", "--json")
+    shown = json.loads(runq(database_url, "tenants", "limits", "alice", *args).stdout)
     assert shown[0]["effective"] == {
         "create_per_s": 2.0, "create_burst": 4, "max_pending": 5, "max_streams": 0, "max_inflight": 0,
+        "max_schedules": 7,
     }  # fmt: skip
+    assert shown[0]["use"]["schedules"] == 1 and shown[0]["defaults"]["max_schedules"] == 100
     runq(database_url, "tenants", "limits", "alice", "--max-pending", "default")
     listed = json.loads(runq(database_url, "tenants", "list", "--json").stdout)
     assert [(t["tenant_id"], t["overrides"]["max_pending"]) for t in listed] == [("alice", None)]
     table = runq(database_url, "tenants", "list").stdout
-    assert "alice" in table and "MAX_PENDING" in table
+    assert "alice" in table and "MAX_PENDING" in table and "MAX_SCHEDULES" in table
 
 
 async def test_python_client_waits_out_retry_after_and_creates(
