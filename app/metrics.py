@@ -23,6 +23,9 @@ from app.domain import TERMINAL, Status, Usage
 from app.errors import DatabaseUnavailable
 from app.queue import Queue, QueueDepth
 
+# counted where the queue skips a row (it cannot import this module, which imports the queue)
+from app.queue.rowwise import MAINTENANCE_ERRORS as MAINTENANCE_ERRORS
+
 log = logging.getLogger(__name__)
 
 # One batched statement of the worker's hot path (a claim, a lease renewal): well under a
@@ -89,11 +92,6 @@ EVENT_PARTITIONS = Counter(
     "runq_event_partitions_total", "Day partitions of run_events created ahead or dropped past retention", ["change"]
 )
 SCHEDULE_RUNS = Counter("runq_schedule_runs_total", "Runs created by schedules (one per slot)")
-MAINTENANCE_ERRORS = Counter(
-    "runq_maintenance_errors_total",
-    "Rows a reaper step could not process (skipped or parked, the others processed), by step",
-    ["step"],
-)
 WEBHOOK_DELIVERIES = Counter(
     "runq_webhook_deliveries_total",
     "Webhook delivery attempts by outcome (delivered, retry, failed, stopped)",

@@ -164,11 +164,6 @@ class Events(Store):
             rows = (await conn.execute(GET_EFFECTS, {"run_id": run_id})).all()
         return {row.key: row.result for row in rows}
 
-    async def find_effect(self, *, run_id: uuid.UUID, key: str) -> tuple[bool, Any]:
-        """``(found, result)`` from the effect ledger."""
-        records = await self.effects_of(run_id)
-        return (key in records, records.get(key))
-
     # -- subscriber presence -----------------------------------------------------------------
 
     async def attach_subscriber(self, *, run_id: uuid.UUID, subscriber_id: uuid.UUID) -> None:

@@ -22,12 +22,13 @@ from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.cron import Timing
+from app.db.errors import server_message
 from app.domain import Schedule
 from app.errors import LimitExceeded, ScheduleNotFound
 from app.queue.claims import BOUND_IDLE_TRANSACTION
 from app.queue.codec import dumps, page_params, schedule_from_row
-from app.queue.isolation import without_refused
 from app.queue.maintenance import REAPER_LOCK
+from app.queue.rowwise import report_failed_row, without_failing_rows
 from app.queue.statements import statement
 from app.queue.store import Store
 
@@ -45,6 +46,7 @@ NEXT_SCHEDULE_DUE_IN = statement("next_schedule_due_in")
 
 PARK_S = 60.0  # a parked schedule is tried again after this long (a fixed one fires then)
 MAX_REASON_CHARS = 500
+STEP = "schedules"  # in runq_maintenance_errors_total{step} (app/queue/rowwise.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,24 +59,14 @@ class Slot:
 
 
 @dataclass(frozen=True, slots=True)
-class Parked:
-    """A schedule the pass could not fire, and why; ``first`` when it was not parked for that
-    reason already (a schedule still broken is parked again every ``PARK_S``)."""
-
-    schedule_id: uuid.UUID
-    tenant_id: str
-    reason: str
-    first: bool
-
-
-@dataclass(frozen=True, slots=True)
 class SchedulesFired:
     """What one pass over the due schedules did: the ``(schedule_id, run_id)`` pairs of the
-    runs it created, how many slots wait for their tenant's create limits, what it parked."""
+    runs it created, how many slots wait for their tenant's create limits, and the schedules
+    it parked with their reasons."""
 
     runs: list[tuple[uuid.UUID, uuid.UUID]] = field(default_factory=list)
     held: int = 0
-    parked: list[Parked] = field(default_factory=list)
+    parked: dict[uuid.UUID, str] = field(default_factory=dict)
 
 
 def slot_key(schedule_id: uuid.UUID, slot: datetime) -> str:
@@ -95,6 +87,7 @@ def _slots(rows: Sequence[Row[Any]], faults: dict[uuid.UUID, str]) -> list[Slot]
             schedule = schedule_from_row(row)
             slot, next_at = timing_of(schedule).latest_due(row.db_now, next_run_at=schedule.next_run_at)
         except Exception as exc:  # e.g. a zone this worker's tzdata lacks
+            report_failed_row(STEP, row.id, exc)
             faults[row.id] = str(exc) or type(exc).__name__
             continue
         slots.append(Slot(schedule.id, slot_key(schedule.id, slot), next_at))
@@ -189,18 +182,18 @@ class Schedules(Store):
             faults: dict[uuid.UUID, str] = {}
             slots = _slots(rows, faults)
 
-            async def fire(some: Sequence[Slot]) -> list[Row[Any]]:
-                return list((await conn.execute(FIRE_SCHEDULES, self._fire_params(some))).all())
+            async def fire(some: Sequence[Slot]) -> Sequence[Row[Any]]:
+                return (await conn.execute(FIRE_SCHEDULES, self._fire_params(some))).all()
 
-            def refused(slot: Slot, message: str) -> None:
-                faults[slot.schedule_id] = f"PostgreSQL refused its run: {message}"
+            def refused(slot: Slot, exc: Exception) -> None:
+                faults[slot.schedule_id] = f"PostgreSQL refused its run: {server_message(exc)}"
 
-            fired = await without_refused(conn, slots, fire, refused)
-            parked = await _park(conn, faults)
+            fired = await without_failing_rows(conn, slots, fire, step=STEP, failed=refused)
+            await _park(conn, faults)
         return SchedulesFired(
             runs=[(r.schedule_id, r.run_id) for r in fired if r.run_id is not None],
             held=sum(1 for r in fired if r.held_s is not None),
-            parked=parked,
+            parked=faults,
         )
 
     def _fire_params(self, slots: Sequence[Slot]) -> dict[str, Any]:
@@ -222,13 +215,8 @@ class Schedules(Store):
         return None if due_in is None else float(due_in)
 
 
-async def _park(conn: AsyncConnection, faults: Mapping[uuid.UUID, str]) -> list[Parked]:
-    if not faults:
-        return []
-    params = {
-        "ids": list(faults),
-        "reasons": [reason[:MAX_REASON_CHARS] for reason in faults.values()],
-        "retry_s": PARK_S,
-    }
-    rows = (await conn.execute(PARK_SCHEDULES, params)).all()
-    return [Parked(r.id, r.tenant_id, r.reason, r.first) for r in rows]
+async def _park(conn: AsyncConnection, faults: Mapping[uuid.UUID, str]) -> None:
+    """Each schedule of ``faults`` shows its reason and is left alone for ``PARK_S``."""
+    if faults:
+        reasons = [reason[:MAX_REASON_CHARS] for reason in faults.values()]
+        await conn.execute(PARK_SCHEDULES, {"ids": list(faults), "reasons": reasons, "retry_s": PARK_S})

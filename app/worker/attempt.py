@@ -1,13 +1,10 @@
-"""One attempt of one claimed run: the context its agent sees, what stops it, and its writes.
-
-All of an attempt's state is here, in one object, because two threads touch it: the event
-loop runs the agent and writes, the heartbeat thread reports a lost lease or a cancel and
-kills the run's tools at once, even while an agent blocks the loop.
+"""One attempt of one claimed run: the context its agent sees and its writes (what stops it:
+app/worker/stopping.py).
 
 Every write goes to the worker's :class:`~app.worker.writer.Writer` fenced by the claim's
 lease. Every value the agent hands over (an event's data, a checkpoint, a thread message, an
-effect's record, a wait's payload, the output) is redacted and encoded here, in the agent's
-call, before it joins a batch of other runs' writes: a value that cannot be stored (JSON cannot
+effect's record, a wait's payload, the output) is redacted and encoded in the agent's own call
+(app/worker/encoding.py), before it joins a batch of other runs' writes: a value that cannot be stored (JSON cannot
 hold it, or it is over ``RUNQ_MAX_DATA_BYTES``) fails this run, at once, dead with
 ``invalid_data``, and no other (docs/reliability.md). Usage (tokens, model and tool calls) rides
 the writes that store a step: what the attempt consumed since its last stored write goes with
@@ -22,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -37,14 +33,16 @@ from app.agents.base import (
     WaitTimedOut,
 )
 from app.domain import Claim, Ending, Finish, Finished, Usage, Wait
-from app.errors import DatabaseUnavailable, InvalidData, LeaseLost
+from app.errors import DatabaseUnavailable, InvalidData
 from app.guards.redact import Redactor
 from app.metrics import EVENTS_APPENDED
-from app.queue import Appended, EncodedEvents, Ended, Queue, Stored, encode
+from app.queue import Appended, EncodedEvents, Ended, Queue, Stored
 from app.queue.codec import MAX_DATA_BYTES
-from app.tools.shell import ProcessGroups, ShellResult, run_shell
-from app.worker.decide import AgentEnded, StopReason
-from app.worker.events import DELTA, BackgroundTake, EventBuffer, PendingEvent, Take, Written
+from app.tools.shell import ShellResult, run_shell
+from app.worker.decide import AgentEnded
+from app.worker.encoding import Encoder
+from app.worker.events import DELTA, BackgroundTake, EventBuffer, Take, Written
+from app.worker.stopping import Stoppable
 from app.worker.usage import UsageMeter
 from app.worker.writer import Writer
 
@@ -52,12 +50,11 @@ T = TypeVar("T")
 
 MAX_ERROR_MESSAGE = 2000
 MAX_MESSAGE_CHARS = 100_000  # as the API's limit on a thread run's prompt
-MAX_COUNT = 1 << 53  # the largest figure of usage an agent may report (exact in JSON's numbers)
 
 log = logging.getLogger(__name__)
 
 
-class Attempt:
+class Attempt(Stoppable):
     """A :class:`~app.agents.base.RunContext` for the agent and a lease holder for the heartbeat."""
 
     def __init__(
@@ -70,6 +67,7 @@ class Attempt:
         loop: asyncio.AbstractEventLoop,
         max_data_bytes: int = MAX_DATA_BYTES,
     ) -> None:
+        super().__init__(loop)
         run = claim.run
         self.claim = claim
         self.run_id = run.id
@@ -79,17 +77,12 @@ class Attempt:
         self.budget: Mapping[str, Any] = run.budget
         saved = claim.resume_state if isinstance(claim.resume_state, dict) else {}
         self.resume_state: Any = saved.get("state")
-        max_tokens = run.budget.get("max_tokens")
-        self.usage = UsageMeter(
-            run.usage, tenant_id=run.tenant_id, max_tokens=None if max_tokens is None else int(max_tokens)
-        )
-        self.turns = run.usage.model_calls  # model turns begun over the run: stored ones answered
+        self.usage = UsageMeter(run.usage, tenant_id=run.tenant_id, budget=run.budget)
         self._waits: dict[str, int] = dict(saved.get("waits") or {})  # name -> waits passed
         # What the run's stored checkpoint holds: the agent's state (as JSON; None: the one the
         # attempt started from) and the waits passed.
         self._stored_state: str | None = None
         self._stored_waits = dict(self._waits)
-        self._saved = saved
         self._wait_texts: tuple[str, str] | None = None  # a wait's payload and checkpoint, as JSON
         self._effects: dict[str, Any] | None = None  # the run's effect ledger, read at the first effect
         self.lease_id = claim.lease_id
@@ -98,69 +91,11 @@ class Attempt:
         # added by the agent, not stored yet (JSON): they go with the next checkpoint, effect
         # record or the ending
         self._unsaved_messages: list[str] = []
-        self.groups = ProcessGroups()
-        self.stop_reason: StopReason | None = None
-        self.failure: str | None = None  # why the run's writes failed (invalid_data, write_failed)
-        self._limit = max_data_bytes
+        self._encoder = Encoder(redactor, limit=max_data_bytes, saved=saved)
         self.events = EventBuffer(self._append_in_background, max_merged_chars=max_data_bytes // 16)
         self._queue = queue
         self._writer = writer
         self._redactor = redactor
-        self._loop = loop
-        self._lock = threading.Lock()
-        self._cancelled = False
-        self._task: asyncio.Task[Any] | None = None  # the run's task while its agent runs
-        self._closed = False
-
-    # -- what stops it (heartbeat thread, LISTEN, the runner, its own writes) ------------------
-
-    def lease_lost(self) -> None:
-        """Heartbeat thread: kill the tools now, even if the event loop is blocked."""
-        self._mark_stopped("lease_lost")
-        self._loop.call_soon_threadsafe(self._cancel_task)
-
-    def cancel_requested(self) -> None:
-        """Heartbeat thread or LISTEN: the same as a lost lease, but the run then ends cancelled."""
-        if self._cancelled:
-            return
-        self._mark_stopped("cancel")
-        self._loop.call_soon_threadsafe(self._cancel_task)
-
-    def stop(self, reason: StopReason) -> None:
-        """Event loop only."""
-        self._mark_stopped(reason)
-        self._cancel_task()
-
-    def _write_failed(self, exc: BaseException) -> None:
-        """A write of this attempt failed: a lost lease stops it; a value that could not be
-        stored ends the run dead (``invalid_data``), any other error ends the attempt
-        (``write_failed``, retried), since an event it held is gone. An unreachable database
-        stops nothing: the write is made again. Called in the agent's own task too, so the
-        agent is cancelled from the next turn of the loop, when it has not returned by then."""
-        if isinstance(exc, LeaseLost):
-            self.stop("lease_lost")
-            return
-        if isinstance(exc, DatabaseUnavailable):
-            return
-        reason: StopReason = "invalid_data" if isinstance(exc, InvalidData) else "write_failed"
-        with self._lock:
-            if self.failure is None:
-                self.failure = str(exc) if reason == "invalid_data" else f"{type(exc).__name__}: {exc}"
-        self._mark_stopped(reason)
-        self._loop.call_soon(self._cancel_task)
-
-    def _mark_stopped(self, reason: StopReason) -> None:
-        # The reason is recorded before the agent can see ``cancelled``: an agent that raises
-        # on it at once must still end as cancelled, not as a failure.
-        with self._lock:
-            if self.stop_reason is None or reason == "lease_lost":  # a lost lease overrides all
-                self.stop_reason = reason
-        self._cancelled = True  # a plain flag, read by agents that poll it
-        self.groups.kill_all()
-
-    def _cancel_task(self) -> None:
-        if not self._closed and self._task is not None:
-            self._task.cancel()
 
     # -- the runner's side ------------------------------------------------------------------
 
@@ -234,21 +169,11 @@ class Attempt:
         output = None
         if finish.ending is Ending.DONE:
             try:
-                output = self._encoded_value(finish.output, what="the output")
+                output = self._encoder.value(finish.output, what="the output")
             except InvalidData as exc:
                 return Finish.dead(InvalidData.code, str(exc)), None
         # the constructor, not dataclasses.replace: a third of this function's time, every run
         return Finish(finish.ending, None, finish.error_code, message, finish.wait), output
-
-    # -- the agent's side: cancellation -----------------------------------------------------
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancelled
-
-    def raise_if_cancelled(self) -> None:
-        if self._cancelled:
-            raise asyncio.CancelledError("the run was asked to stop")
 
     # -- events and checkpoints -------------------------------------------------------------
 
@@ -256,18 +181,13 @@ class Attempt:
         if type.startswith("run."):
             raise ValueError(f"{type!r}: run.* events are written by the runtime")
         if type == DELTA:
-            self.events.add(type, self._checked_delta(data))
+            try:
+                self.events.add(type, self._encoder.delta(data))
+            except InvalidData as exc:
+                self._write_failed(exc)
+                raise
         else:
             self.events.add(type, self._encode(data, what=f"the data of a {type!r} event"))
-
-    def _checked_delta(self, data: Mapping[str, Any]) -> dict[str, Any]:
-        """A token's data, merged with the next ones and encoded when written: what could not
-        be stored is refused here, in the agent's call, as any other event's."""
-        delta = dict(data)
-        text = delta.get("text")
-        if len(delta) > 1 or not isinstance(text, str) or len(text) * 6 > self._limit:
-            self._encode(delta, what=f"the data of a {DELTA!r} event")
-        return delta
 
     async def checkpoint(self, state: Any) -> None:
         """Store ``state`` with the events before it; waits out a database outage (the events
@@ -294,17 +214,10 @@ class Attempt:
         """``value`` redacted, as the JSON text a statement carries; a value that cannot be
         stored fails the run (:meth:`_write_failed`) and raises :class:`InvalidData` here."""
         try:
-            return self._encoded_value(value, what=what)
+            return self._encoder.value(value, what=what)
         except InvalidData as exc:
             self._write_failed(exc)
             raise
-
-    def _encoded_value(self, value: Any, *, what: str, redact: bool = True) -> str:
-        if not redact:
-            return encode(value, what=what, limit=self._limit)
-        # Refused before the redactor walks it: a value of hundreds of MB would take seconds.
-        encode(value, what=what, limit=self._limit)
-        return encode(self._redactor.data(value), what=what, limit=self._limit)
 
     async def _store(self, *, state: str | None = None, effects: Sequence[tuple[str, str]] = ()) -> Stored:
         """One commit of the run's buffered events with a checkpoint (``state``: the agent's, as
@@ -319,7 +232,7 @@ class Attempt:
             messages, usage, waits = tuple(self._unsaved_messages), self.usage.unstored, dict(self._waits)
             checkpoint = None
             if state is not None or waits != self._stored_waits:
-                checkpoint = self._checkpoint(self._stored_state if state is None else state, waits)
+                checkpoint = self._encoder.checkpoint(self._stored_state if state is None else state, waits)
             stored = await self._write(
                 lambda encoded: self._writer.append(
                     lambda: Appended(self.run_id, self.lease_id, encoded(), checkpoint, messages, usage, effects)
@@ -346,7 +259,7 @@ class Attempt:
 
         def encoded() -> EncodedEvents:
             nonlocal count
-            events = self._encoded_events(take())
+            events = self._encoder.events(take())
             count = len(events)
             return events
 
@@ -367,7 +280,7 @@ class Attempt:
             events = take()
             if events is None:
                 return None
-            encoded = self._encoded_events(events)
+            encoded = self._encoder.events(events)
             count = len(encoded)
             return Appended(self.run_id, self.lease_id, encoded)
 
@@ -380,14 +293,6 @@ class Attempt:
             written(None)
 
         self._writer.append_in_background(appended, done, urgent=urgent)
-
-    def _encoded_events(self, events: list[PendingEvent]) -> EncodedEvents:
-        """The buffer's events as a statement carries them: tokens merged by the buffer are
-        redacted and encoded now, every other event was when it was emitted."""
-        return [
-            (type, data if isinstance(data, str) else self._encoded_value(data, what=f"the data of a {type!r} event"))
-            for type, data in events
-        ]
 
     # -- waits -----------------------------------------------------------------------------
 
@@ -405,18 +310,11 @@ class Attempt:
         if recorded is None:
             # The checkpoint the resumed attempt starts from: the last one stored, whole (state,
             # waits passed), since the resumed attempt runs the agent's code after it again.
-            self._wait_texts = (stored_payload, self._checkpoint(self._stored_state, self._stored_waits))
+            self._wait_texts = (stored_payload, self._encoder.checkpoint(self._stored_state, self._stored_waits))
             raise WaitRequested(name, occurrence, payload, timeout_s)
         if recorded.timed_out:
             raise WaitTimedOut(f"the wait {name!r} timed out")
         return recorded.value
-
-    def _checkpoint(self, state: str | None, waits: Mapping[str, int]) -> str:
-        """The checkpoint as stored, JSON: the agent's ``state`` (JSON; ``None``: the one the
-        attempt started from) and the waits passed."""
-        if state is None:
-            state = encode(self._saved.get("state"), what="a checkpoint", limit=self._limit)
-        return f'{{"state":{state},"waits":{encode(dict(waits), what="a checkpoint")}}}'
 
     def _wait(self, wait: WaitRequested) -> Wait:
         """The waiting ending (its payload and checkpoint were encoded by :meth:`wait_for`)."""
@@ -434,7 +332,7 @@ class Attempt:
             return self._effects[key]  # type: ignore[no-any-return]
         result = await fn()
         try:  # as it is: a replay must return what the live step returned, so not redacted
-            record = self._encoded_value(result, what=f"the record of effect {key!r}", redact=False)
+            record = self._encoder.value(result, what=f"the record of effect {key!r}", redact=False)
         except InvalidData as exc:
             self._write_failed(exc)
             raise
@@ -451,18 +349,10 @@ class Attempt:
         return result
 
     def count_turn(self) -> None:
-        """A model turn begins: counted over the run (the turns of earlier attempts are the
-        model calls they stored)."""
-        self.turns = max(self.turns, self.usage.total.model_calls) + 1
-        limit = self.budget.get("max_turns")
-        if limit is not None and self.turns > int(limit):
-            raise BudgetExceeded(f"max_turns of {limit} used up")
+        self.usage.count_turn()
 
     def count_tool_call(self) -> None:
-        self.usage.add(Usage(tool_calls=1))
-        limit = self.budget.get("max_tool_calls")
-        if limit is not None and self.usage.total.tool_calls > int(limit):
-            raise BudgetExceeded(f"max_tool_calls of {limit} used up")
+        self.usage.count_tool_call()
 
     def record_usage(
         self, *, input_tokens: int = 0, output_tokens: int = 0, model_calls: int = 0, tool_calls: int = 0
@@ -470,10 +360,7 @@ class Attempt:
         """Add what a model call (or a tool) consumed. Past ``budget.max_tokens`` the run stops
         at once (its tools are killed, ``cancelled`` turns true) and ends dead with
         ``budget_exceeded``, whatever the agent does with the exception raised here."""
-        delta = Usage(*(int(n) for n in (input_tokens, output_tokens, model_calls, tool_calls)))
-        if not all(0 <= n < MAX_COUNT for n in delta):
-            raise ValueError(f"usage figures must be whole numbers from 0 to 2**53: {delta}")
-        self.usage.add(delta)
+        self.usage.record(Usage(*(int(n) for n in (input_tokens, output_tokens, model_calls, tool_calls))))
         if self.usage.over_budget:
             self._mark_stopped("budget")
             raise BudgetExceeded(self.usage.budget_message)

@@ -25,7 +25,6 @@ from app.domain import Schedule
 from app.errors import LimitExceeded
 from app.metrics import MAINTENANCE_ERRORS
 from app.queue import LimitDefaults, Queue
-from app.worker.reaper import fire_schedules
 from tests.integration.test_hooks_cli import runq
 from tests.integration.test_schedules_firing import runs_of, set_due
 from tests.worker_support import in_process_worker, wait_until
@@ -83,24 +82,25 @@ async def test_a_schedule_whose_slot_cannot_be_computed_is_parked_and_the_others
     bad = await bad_row(engine, "carol", cron=cron, timezone=zone)
     counted = parked_errors()
 
-    with caplog.at_level(logging.DEBUG, logger="app.worker.reaper"):
-        await fire_schedules(queue)  # the reaper's step: logs and counts
-    assert {s.id for s in good} == {s for s, _ in await _runs(queue)}
+    with caplog.at_level(logging.DEBUG, logger="app.queue.rowwise"):
+        fired = await queue.fire_due_schedules()
+    assert {s.id for s in good} == {s for s, _ in fired.runs} == {s for s, _ in await _runs(queue)}
     parked = await queue.get_schedule(bad, tenant_id="carol")
     assert parked.error is not None and named in parked.error and parked.error_at is not None
+    assert fired.parked == {bad: parked.error}
     assert parked.last_run_id is None and await runs_of(engine, bad) == []
     assert parked_errors() == counted + 1
-    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1 and str(bad) in warnings[0].getMessage()
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and str(bad) in errors[0].getMessage()
 
     # parked: the next passes leave it alone, so it never heads the due schedules
-    assert (await queue.fire_due_schedules()).parked == []
+    assert (await queue.fire_due_schedules()).parked == {}
     assert 50 < await _parked_for_s(engine, bad) <= 60
     # still broken a minute later: parked again, counted again, not logged as news
     await a_minute_passes(engine, bad)
     caplog.clear()
-    with caplog.at_level(logging.DEBUG, logger="app.worker.reaper"):
-        await fire_schedules(queue)
+    with caplog.at_level(logging.DEBUG, logger="app.queue.rowwise"):
+        assert list((await queue.fire_due_schedules()).parked) == [bad]
     assert parked_errors() == counted + 2
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
@@ -112,7 +112,7 @@ async def test_a_schedule_whose_slot_cannot_be_computed_is_parked_and_the_others
         await conn.execute(text("UPDATE schedules SET cron = '0 * * * *', timezone = 'UTC' WHERE id = :id"), {"id": bad})
     await a_minute_passes(engine, bad)
     fired = await queue.fire_due_schedules()
-    assert [s for s, _ in fired.runs] == [bad] and fired.parked == []
+    assert [s for s, _ in fired.runs] == [bad] and fired.parked == {}
     fixed = await queue.get_schedule(bad, tenant_id="carol")
     assert (fixed.error, fixed.error_at, fixed.last_run_id) == (None, None, fired.runs[0][1])
     assert fixed.next_run_at > parked.next_run_at
@@ -161,9 +161,8 @@ async def test_a_run_postgresql_refuses_is_parked_the_others_fire_and_keep_their
     async with refusing_runs_of(engine, "refused"):
         fired = await queue.fire_due_schedules()
     assert {s for s, _ in fired.runs} == {s.id for s in good}
-    ((parked),) = fired.parked
-    assert (parked.schedule_id, parked.first) == (bad.id, True)
-    assert parked.reason == "PostgreSQL refused its run: no runs of refused"
+    assert fired.parked == {bad.id: "PostgreSQL refused its run: no runs of refused"}
+    assert (await queue.get_schedule(bad.id, tenant_id=None)).error == fired.parked[bad.id]
     (alice,) = await queue.tenant_use(tenant_id="alice", limit=1)
     assert alice.tokens == pytest.approx(8, abs=0.01)  # two creates counted, not the refused ones
 

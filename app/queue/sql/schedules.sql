@@ -71,15 +71,12 @@ SELECT extract(epoch FROM min(greatest(next_run_at, not_before)) - now())::float
 
 -- name: park_schedules
 -- Schedules the pass could not fire: the reason shown (error, error_at) and the schedule left
--- alone for :retry_s, so it never heads the due ones; once fixed, it fires then. first: the
--- schedule was not parked for this reason already.
+-- alone for :retry_s, so it never heads the due ones; once fixed, it fires then.
 UPDATE schedules s
    SET error = p.reason, error_at = now(), not_before = now() + make_interval(secs => :retry_s),
        updated_at = now()
   FROM unnest(CAST(:ids AS uuid[]), CAST(:reasons AS text[])) AS p(id, reason)
-  JOIN schedules was ON was.id = p.id  -- the row as it was before this statement
- WHERE s.id = p.id
-RETURNING s.id, s.tenant_id, p.reason, was.error IS DISTINCT FROM p.reason AS first;
+ WHERE s.id = p.id;
 
 -- name: fire_schedules
 -- One pending run per due schedule for its slot, keyed by it (a repeat of a slot inserts
