@@ -53,7 +53,6 @@ STEP = "schedules"  # in runq_maintenance_errors_total{step} (app/queue/rowwise.
 class Slot:
     """A due schedule's slot to fire: the run's key, and the schedule's next slot after it."""
 
-    schedule_id: uuid.UUID
     key: str
     next_at: datetime
 
@@ -78,10 +77,10 @@ def timing_of(schedule: Schedule) -> Timing:
     return Timing(cron=schedule.cron, every_s=schedule.every_s, timezone=schedule.timezone)
 
 
-def _slots(rows: Sequence[Row[Any]], faults: dict[uuid.UUID, str]) -> list[Slot]:
-    """The slot of each due schedule; one whose slot cannot be computed goes to ``faults``
-    with the reason (whatever the error: it is that row's, and no other's)."""
-    slots = []
+def _slots(rows: Sequence[Row[Any]], faults: dict[uuid.UUID, str]) -> dict[uuid.UUID, Slot]:
+    """The slot of each due schedule, by its id; one whose slot cannot be computed goes to
+    ``faults`` with the reason (whatever the error: it is that row's, and no other's)."""
+    slots = {}
     for row in rows:
         try:
             schedule = schedule_from_row(row)
@@ -90,7 +89,7 @@ def _slots(rows: Sequence[Row[Any]], faults: dict[uuid.UUID, str]) -> list[Slot]
             report_failed_row(STEP, row.id, exc)
             faults[row.id] = str(exc) or type(exc).__name__
             continue
-        slots.append(Slot(schedule.id, slot_key(schedule.id, slot), next_at))
+        slots[schedule.id] = Slot(slot_key(schedule.id, slot), next_at)
     return slots
 
 
@@ -182,13 +181,13 @@ class Schedules(Store):
             faults: dict[uuid.UUID, str] = {}
             slots = _slots(rows, faults)
 
-            async def fire(some: Sequence[Slot]) -> Sequence[Row[Any]]:
-                return (await conn.execute(FIRE_SCHEDULES, self._fire_params(some))).all()
+            async def fire(ids: Sequence[uuid.UUID]) -> Sequence[Row[Any]]:
+                return (await conn.execute(FIRE_SCHEDULES, self._fire_params(ids, slots))).all()
 
-            def refused(slot: Slot, exc: Exception) -> None:
-                faults[slot.schedule_id] = f"PostgreSQL refused its run: {server_message(exc)}"
+            def refused(schedule_id: uuid.UUID, exc: Exception) -> None:
+                faults[schedule_id] = f"PostgreSQL refused its run: {server_message(exc)}"
 
-            fired = await without_failing_rows(conn, slots, fire, step=STEP, failed=refused)
+            fired = await without_failing_rows(conn, list(slots), fire, step=STEP, failed=refused)
             await _park(conn, faults)
         return SchedulesFired(
             runs=[(r.schedule_id, r.run_id) for r in fired if r.run_id is not None],
@@ -196,11 +195,11 @@ class Schedules(Store):
             parked=faults,
         )
 
-    def _fire_params(self, slots: Sequence[Slot]) -> dict[str, Any]:
+    def _fire_params(self, ids: Sequence[uuid.UUID], slots: Mapping[uuid.UUID, Slot]) -> dict[str, Any]:
         return {
-            "ids": [s.schedule_id for s in slots],
-            "slot_keys": [s.key for s in slots],
-            "next_ats": [s.next_at for s in slots],
+            "ids": list(ids),
+            "slot_keys": [slots[i].key for i in ids],
+            "next_ats": [slots[i].next_at for i in ids],
             "aging_s": self.aging_s,
             "limit_per_s": self.limits.create_per_s,
             "limit_burst": self.limits.create_burst,
