@@ -25,6 +25,7 @@ from app.queue import LimitDefaults, NewRun, Queue
 from app.queue.refusals import Refusals
 from tests.api_support import ApiProcess, new_key, wait_for
 from tests.integration.test_hooks_cli import runq
+from tests.integration.test_schedules_firing import set_due
 
 TTL_S = 1.5
 ENV = {"RUNQ_PRESENCE_TTL_S": str(TTL_S), "RUNQ_POLL_S": "0.2"}
@@ -231,6 +232,22 @@ async def test_schedule_slot_at_max_pending_is_created_later(engine: AsyncEngine
     fired = (await queue.fire_due_schedules()).runs
     assert [s for s, _ in fired] == [schedule_id]
     assert (await queue.get_schedule(schedule_id, tenant_id=None)).next_run_at.timestamp() > time.time()
+
+
+async def test_one_pass_fires_no_more_slots_than_the_tenants_room(engine: AsyncEngine) -> None:
+    """Many due schedules of a tenant near its max_pending: the pass fills the room, no more
+    (its admissions cannot count the runs their own statement inserts), and holds the rest."""
+    queue = Queue(engine, limits=LimitDefaults(max_pending=3))
+    await queue.enqueue(NewRun(tenant_id="alice", agent="demo", input={}))
+    timing = Timing(cron=None, every_s=60).check()
+    for tenant in ("alice",) * 5 + ("bob",) * 4:
+        schedule = await queue.create_schedule(
+            tenant_id=tenant, timing=timing, agent="demo", input={}, budget={}, priority=0, max_attempts=1
+        )
+        await set_due(engine, schedule.id)
+    fired = await queue.fire_due_schedules()
+    assert (len(fired.runs), fired.held) == (2 + 3, 3 + 1)
+    assert await count_runs(engine, "alice") == await count_runs(engine, "bob") == 3
 
 
 async def test_a_refusal_is_answered_without_the_database_until_its_wait_is_over(engine: AsyncEngine) -> None:

@@ -93,14 +93,32 @@ WITH due AS MATERIALIZED (
       FROM unnest(CAST(:ids AS uuid[]), CAST(:slot_keys AS text[]), CAST(:next_ats AS timestamptz[]))
            WITH ORDINALITY AS f(id, slot_key, next_at, ord)
       JOIN schedules s ON s.id = f.id
+), room AS MATERIALIZED (
+    -- max_pending: runq_admit_create's recount cannot see the runs this very statement inserts,
+    -- so each capped tenant's room is counted here once, and no more of its slots than that
+    -- are admitted; the others are held as the function would hold them (1 s)
+    SELECT t.tenant_id, c.cap - runq_queued_runs(t.tenant_id, c.cap) AS left_
+      FROM (SELECT DISTINCT tenant_id FROM due WHERE makes_run) t
+      LEFT JOIN tenant_buckets b ON b.tenant_id = t.tenant_id
+     CROSS JOIN LATERAL (SELECT coalesce(b.max_pending, :limit_max_pending) AS cap) c
+     WHERE c.cap > 0
+), pick AS MATERIALIZED (
+    SELECT due.*,
+           coalesce(due.makes_run AND r.left_ < row_number() OVER (PARTITION BY due.tenant_id, due.makes_run
+                                                                  ORDER BY due.ord), false) AS no_room
+      FROM due LEFT JOIN room r ON r.tenant_id = due.tenant_id
 ), gate AS MATERIALIZED (
     -- in the pass's order, so a tenant's oldest slot takes its first token
-    SELECT d.id, a.limit_refused, a.limit_retry_after_s, a.rank_delay_s
-      FROM (SELECT * FROM due WHERE makes_run ORDER BY ord) d
-      LEFT JOIN LATERAL runq_admit_create(d.tenant_id, d.slot_key, :limit_per_s, :limit_burst,
+    SELECT p.id, a.limit_refused, a.limit_retry_after_s, a.rank_delay_s
+      FROM (SELECT * FROM pick WHERE makes_run AND NOT no_room ORDER BY ord) p
+      LEFT JOIN LATERAL runq_admit_create(p.tenant_id, p.slot_key, :limit_per_s, :limit_burst,
                                           :limit_max_pending) a ON true
+), held AS (
+    SELECT pick.id, CASE WHEN pick.no_room THEN 1.0 ELSE gate.limit_retry_after_s END AS held_s
+      FROM pick LEFT JOIN gate ON gate.id = pick.id
+     WHERE pick.no_room OR gate.limit_refused IS NOT NULL
 ), admitted AS (
-    SELECT due.*, gate.rank_delay_s FROM due JOIN gate ON gate.id = due.id
+    SELECT pick.*, gate.rank_delay_s FROM pick JOIN gate ON gate.id = pick.id
      WHERE gate.limit_refused IS NULL
 ), turns AS (
     -- threads (§8): a schedule's runs join its thread's queue (enqueue); the thread's row lock
@@ -128,16 +146,14 @@ WITH due AS MATERIALIZED (
 ${part:queued_events},
 moved AS (
     UPDATE schedules s
-       SET next_run_at = CASE WHEN g.limit_refused IS NULL THEN due.next_at ELSE s.next_run_at END,
-           not_before = CASE WHEN g.limit_refused IS NULL THEN NULL
-                             ELSE now() + make_interval(secs => g.limit_retry_after_s) END,
-           error = CASE WHEN g.limit_refused IS NULL THEN NULL ELSE s.error END,
-           error_at = CASE WHEN g.limit_refused IS NULL THEN NULL ELSE s.error_at END,
+       SET next_run_at = CASE WHEN h.id IS NULL THEN due.next_at ELSE s.next_run_at END,
+           not_before = CASE WHEN h.id IS NULL THEN NULL ELSE now() + make_interval(secs => h.held_s) END,
+           error = CASE WHEN h.id IS NULL THEN NULL ELSE s.error END,
+           error_at = CASE WHEN h.id IS NULL THEN NULL ELSE s.error_at END,
            last_run_id = coalesce(ins.id, s.last_run_id), updated_at = now()
-      FROM due LEFT JOIN gate g ON g.id = due.id LEFT JOIN ins ON ins.schedule_id = due.id
+      FROM due LEFT JOIN held h ON h.id = due.id LEFT JOIN ins ON ins.schedule_id = due.id
      WHERE s.id = due.id
-    RETURNING s.id AS schedule_id, ins.id AS run_id,
-              CASE WHEN g.limit_refused IS NOT NULL THEN g.limit_retry_after_s END AS held_s
+    RETURNING s.id AS schedule_id, ins.id AS run_id, h.held_s
 ), woken AS MATERIALIZED (
     SELECT runq_wake_workers((SELECT count(*) FROM ins)) AS sent
 )
