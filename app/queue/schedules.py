@@ -42,6 +42,7 @@ DELETE_SCHEDULE = statement("delete_schedule")
 DUE_SCHEDULES = statement("due_schedules")
 FIRE_SCHEDULES = statement("fire_schedules")
 PARK_SCHEDULES = statement("park_schedules")
+LOCK_SLOT_OWNERS = statement("lock_slot_owners")
 NEXT_SCHEDULE_DUE_IN = statement("next_schedule_due_in")
 
 PARK_S = 60.0  # a parked schedule is tried again after this long (a fixed one fires then)
@@ -180,6 +181,8 @@ class Schedules(Store):
             rows = (await conn.execute(DUE_SCHEDULES, {"batch": batch})).all()
             faults: dict[uuid.UUID, str] = {}
             slots = _slots(rows, faults)
+            if slots:  # see lock_slot_owners: no deadlock with a create, and max_pending exact
+                await conn.execute(LOCK_SLOT_OWNERS, {"ids": list(slots)})
 
             async def fire(ids: Sequence[uuid.UUID]) -> Sequence[Row[Any]]:
                 return (await conn.execute(FIRE_SCHEDULES, self._fire_params(ids, slots))).all()

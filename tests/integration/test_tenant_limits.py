@@ -250,6 +250,20 @@ async def test_one_pass_fires_no_more_slots_than_the_tenants_room(engine: AsyncE
     assert await count_runs(engine, "alice") == await count_runs(engine, "bob") == 3
 
 
+async def test_a_pass_and_api_creates_at_once_stay_within_max_pending(engine: AsyncEngine) -> None:
+    await Queue(engine).set_tenant_limits("alice", {"max_pending": 4})
+    timing = Timing(cron=None, every_s=60).check()
+    for _ in range(4):
+        schedule = await Queue(engine).create_schedule(
+            tenant_id="alice", timing=timing, agent="demo", input={}, budget={}, priority=0, max_attempts=1
+        )
+        await set_due(engine, schedule.id)
+    creates = [Queue(engine).enqueue(NewRun(tenant_id="alice", agent="demo", input={})) for _ in range(4)]
+    results = await asyncio.gather(Queue(engine).fire_due_schedules(), *creates, return_exceptions=True)
+    assert not [r for r in results if isinstance(r, Exception) and not isinstance(r, LimitExceeded)]
+    assert await count_runs(engine, "alice") == 4
+
+
 async def test_a_refusal_is_answered_without_the_database_until_its_wait_is_over(engine: AsyncEngine) -> None:
     now = [0.0]
     queue = Queue(engine, limits=LimitDefaults(max_pending=1))

@@ -78,6 +78,27 @@ UPDATE schedules s
   FROM unnest(CAST(:ids AS uuid[]), CAST(:reasons AS text[])) AS p(id, reason)
  WHERE s.id = p.id;
 
+-- name: lock_slot_owners
+-- Before a pass fires its slots: their threads, then their tenants' create buckets, locked in
+-- the order an API create in a thread takes them (the thread, then the bucket in
+-- runq_admit_create), so the pass and a create never wait on each other in a cycle. With the
+-- buckets held, no create of those tenants commits before the pass does, and fire_schedules,
+-- a statement of its own, counts every run they have queued.
+WITH threads_locked AS MATERIALIZED (
+    SELECT th.id FROM threads th
+     WHERE th.id IN (SELECT thread_id FROM schedules WHERE id = ANY(CAST(:ids AS uuid[])))
+     ORDER BY th.id
+       FOR UPDATE
+), buckets_locked AS MATERIALIZED (
+    -- the threads' count gates the scan: threads first
+    SELECT b.tenant_id FROM tenant_buckets b
+     WHERE b.tenant_id IN (SELECT tenant_id FROM schedules WHERE id = ANY(CAST(:ids AS uuid[])))
+       AND (SELECT count(*) FROM threads_locked) >= 0
+     ORDER BY b.tenant_id
+       FOR UPDATE
+)
+SELECT count(*) FROM buckets_locked;
+
 -- name: fire_schedules
 -- One pending run per due schedule for its slot, keyed by it (a repeat of a slot inserts
 -- nothing), each with its run.queued; the schedule moved to its next slot, its error cleared;
@@ -95,8 +116,9 @@ WITH due AS MATERIALIZED (
       JOIN schedules s ON s.id = f.id
 ), room AS MATERIALIZED (
     -- max_pending: runq_admit_create's recount cannot see the runs this very statement inserts,
-    -- so each capped tenant's room is counted here once, and no more of its slots than that
-    -- are admitted; the others are held as the function would hold them (1 s)
+    -- so each capped tenant's room is counted here once (its bucket locked before this
+    -- statement: lock_slot_owners), and no more of its slots than that are admitted; the
+    -- others are held as the function would hold them (1 s)
     SELECT t.tenant_id, c.cap - runq_queued_runs(t.tenant_id, c.cap) AS left_
       FROM (SELECT DISTINCT tenant_id FROM due WHERE makes_run) t
       LEFT JOIN tenant_buckets b ON b.tenant_id = t.tenant_id
