@@ -8,11 +8,15 @@ was written under this run's lease (:meth:`RunqSaver.last_writer`). An ``interru
 a §9 wait named ``interrupt``; the resumed attempt finds the value recorded and hands it back as
 ``Command(resume=...)``. runq's own checkpoint (``ctx.checkpoint``) holds only what the graph's
 does not: where the run's messages start in the graph state and how many the thread has stored,
-so thread messages are added once (with a wait's checkpoint or with the ending).
+so thread messages are added once (with a wait's checkpoint or with the ending); it is also
+written after each node that called a model or a tool, so the run's usage, from which its
+budgets are counted, is stored with the step that spent it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, is_dataclass
@@ -69,10 +73,8 @@ class LangGraphAgent:
             fence=Fence(ctx.lease.run_id, ctx.lease.lease_id),
         )
         graph = self.graph.compile(checkpointer=saver)
-        config: RunnableConfig = {
-            "configurable": {"thread_id": thread_id},
-            "callbacks": [_Meter(ctx)],
-        }
+        meter = _Meter(ctx)
+        config: RunnableConfig = {"configurable": {"thread_id": thread_id}, "callbacks": [meter]}
         saved = ctx.resume_state if isinstance(ctx.resume_state, dict) else {}
         progress = _Progress(base=int(saved.get("base", 0)), added=int(saved.get("added", 0)))
         pending: Any
@@ -84,16 +86,23 @@ class LangGraphAgent:
         else:
             interrupts = (await graph.aget_state(config)).interrupts
             pending = await self._answer(ctx, interrupts) if interrupts else None
-        while True:
-            await self._stream(ctx, graph, pending, config)
-            snapshot = await graph.aget_state(config)
-            if not snapshot.interrupts:
-                break
-            # Checkpoint first (the waits passed and the thread's messages so far), so the
-            # resumed attempt asks for this wait's occurrence, not the last one answered.
-            await self._remember(ctx, snapshot.values, progress)
-            await ctx.checkpoint(progress.state())
-            pending = await self._answer(ctx, snapshot.interrupts)
+        try:
+            while True:
+                await self._stream(ctx, graph, pending, config, meter, progress)
+                snapshot = await graph.aget_state(config)
+                if not snapshot.interrupts:
+                    break
+                # Checkpoint first (the waits passed and the thread's messages so far), so the
+                # resumed attempt asks for this wait's occurrence, not the last one answered.
+                await self._remember(ctx, snapshot.values, progress)
+                await ctx.checkpoint(progress.state())
+                pending = await self._answer(ctx, snapshot.interrupts)
+        except asyncio.CancelledError:
+            # Stopped (a Stop, a run that interrupts it): the thread keeps what the graph's
+            # memory kept, so the two agree for the next run (a rollback removes both).
+            with contextlib.suppress(Exception):
+                await self._remember(ctx, (await graph.aget_state(config)).values, progress)
+            raise
         await self._remember(ctx, snapshot.values, progress)
         return {"text": _last_ai_text(snapshot.values), "state": _jsonable(snapshot.values)}
 
@@ -103,7 +112,13 @@ class LangGraphAgent:
         return chat.state if chat.state is not None else {"messages": chat.opening_messages()}
 
     async def _stream(
-        self, ctx: RunContext, graph: CompiledStateGraph[Any], pending: Any, config: RunnableConfig
+        self,
+        ctx: RunContext,
+        graph: CompiledStateGraph[Any],
+        pending: Any,
+        config: RunnableConfig,
+        meter: _Meter,
+        progress: _Progress,
     ) -> None:
         stream = graph.astream(
             pending, config, stream_mode=["messages", "debug"], durability=self.durability
@@ -117,6 +132,9 @@ class LangGraphAgent:
                     await ctx.emit("message.delta", {"text": message.text})
             elif chunk.get("type") == "task_result":
                 await _finished_node(ctx, chunk["step"], chunk["payload"])
+                if meter.spent:  # its usage and turns stored with it: budgets bound the run
+                    meter.spent = False
+                    await ctx.checkpoint(progress.state())
 
     async def _answer(self, ctx: RunContext, interrupts: Sequence[Interrupt]) -> Command[Any]:
         """Wait for the value of the open interrupts (§9) and hand it back to the graph."""
@@ -156,8 +174,10 @@ class _Meter(AsyncCallbackHandler):
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
+        self.spent = False  # a model or tool call since the run's last checkpoint
 
     async def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
+        self.spent = True
         self.ctx.count_turn()
 
     async def on_llm_end(self, response: LLMResult, **kwargs: Any) -> None:
@@ -171,6 +191,7 @@ class _Meter(AsyncCallbackHandler):
         self.ctx.record_usage(**usage, model_calls=1)
 
     async def on_tool_start(self, serialized: Any, input_str: str, **kwargs: Any) -> None:
+        self.spent = True
         self.ctx.count_tool_call()
 
 
