@@ -80,8 +80,9 @@ LIMIT_CODES = {
 class LimitExceeded(QueueError):
     """The tenant is at one of its limits (docs/limits.md): nothing was created or opened.
 
-    ``limit`` is ``rate``, ``pending``, ``streams`` or ``schedules``; ``quota`` the figure it is at (the burst
-    for the rate, over ``window_s`` seconds); ``retry_after_s`` when trying again may succeed.
+    ``limit`` is ``rate``, ``pending``, ``streams`` or ``schedules``; ``quota`` the figure it is
+    at (the burst for the rate, over ``window_s`` seconds); ``retry_after_s`` when trying again
+    may succeed.
     """
 
     def __init__(self, *, tenant_id: str, limit: str, quota: float, retry_after_s: float,

@@ -62,7 +62,9 @@ class PatchSchedule(BaseModel):
 @response_model(
     Schedule,
     next_run_at=Field(description="the next slot; a paused schedule's is where it stopped"),
-    error=Field(description="why the workers could not fire it last time (tried again a minute later); null once it fires"),
+    error=Field(
+        description="why the workers could not fire it last time (tried again a minute later); null once it fires"
+    ),
     error_at=Field(description="when that happened"),
 )
 class ScheduleOut(ResponseModel[Schedule]):

@@ -113,8 +113,8 @@ async def chat(
     """A chat message: a new run of the chat's thread (or the resume of the run an approval
     answers), streamed as the AI SDK's UI message stream. Also with a thread token of the chat
     (`run`; `resume` to answer an approval; `cancel` to regenerate, or with the `interrupt` and
-    `rollback` strategies, else 403 `insufficient_scope`). The stream holds one of the tenant's stream slots
-    (`429 too_many_streams` past its `max_streams`, and then no run is created)."""
+    `rollback` strategies, else 403 `insufficient_scope`). The stream holds one of the tenant's
+    stream slots (`429 too_many_streams` past its `max_streams`, and then no run is created)."""
     return await caller.runtime.presence.streaming(
         caller.tenant_id, lambda: _chat(body, http_request, caller, guard)
     )
