@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from prometheus_client import Counter
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.db.errors import database_down
+from app.db.errors import database_down, server_message
 
 T = TypeVar("T")
 # Defined here, where rows are skipped (app/metrics.py imports the queue, so not the other way).
@@ -69,7 +69,9 @@ def report_failed_row(step: str, key: Any, exc: BaseException) -> None:
     process (a row that fails stays, and fails again on each pass)."""
     MAINTENANCE_ERRORS.labels(step=step).inc()
     first = _first_report(step, key)
-    log.log(logging.ERROR if first else logging.DEBUG, "%s: %s skipped, its change failed: %s", step, key, exc)
+    # PostgreSQL's message only: SQLAlchemy's text adds the statement and its parameters (data)
+    log.log(logging.ERROR if first else logging.DEBUG, "%s: %s skipped, its change failed: %s",
+            step, key, server_message(exc))
 
 
 def _first_report(step: str, key: Any) -> bool:
