@@ -23,7 +23,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app import heap, tracing
 from app.agents.inputs import InvalidInput
-from app.agents.registry import UnknownAgent, load_agents
+from app.agents.registry import UnknownAgent, start_agents
 from app.api import (
     admin,
     admin_tenants,
@@ -106,7 +106,7 @@ def create_app(settings: Settings | None = None, *, sse_ping_s: float = 10.0) ->
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if not logging.getLogger().handlers:  # a bare `uvicorn app.main:app`; never override a host's
             configure_logging(settings.log_format, settings.log_level)
-        load_agents(settings.agent_registry)  # an agent that cannot import fails start-up, not runs
+        start_agents(settings)
         url = settings.database_url
         if not url:
             raise RuntimeError("RUNQ_DATABASE_URL is not set; `runq api` or `runq dev` provide one")
