@@ -94,12 +94,11 @@ def _arguments(prompt: str, schema: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _after_name(name: str, words: Sequence[str]) -> str | None:
-    """The word after the parameter's name, or after its first part (``order`` of ``order_id``)."""
-    for spoken in dict.fromkeys((name.lower(), name.split("_")[0].lower())):
-        for i, word in enumerate(words[:-1]):
-            if word.lower() == spoken:
-                return words[i + 1]
-    return None
+    """The word after the parameter's name, or after its first part (``order`` of ``order_id``);
+    one with a digit first ("the status of order 42" gives ``42``, not ``status``)."""
+    spoken = {name.lower(), name.split("_")[0].lower()}
+    following = [words[i + 1] for i, word in enumerate(words[:-1]) if word.lower() in spoken]
+    return next((word for word in following if any(c.isdigit() for c in word)), None) or next(iter(following), None)
 
 
 def _typed(value: str, kind: str) -> Any:
