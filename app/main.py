@@ -42,6 +42,7 @@ from app.api.limits import BodySizeLimit, JsonBodies
 from app.api.presence import Presence
 from app.api.problems import ApiProblem, problem_response
 from app.api.protocols import ag_ui, ai_sdk
+from app.api.protocols.chat_body import LongChats
 from app.api.quotas import limit_response
 from app.api.stream import event_hub
 from app.db.engine import asyncpg_dsn, engine_for
@@ -136,6 +137,8 @@ def create_app(settings: Settings | None = None, *, sse_ping_s: float = 10.0) ->
     )
     app.add_middleware(JsonBodies)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    # Outside the size limit: a long chat's body reaches the limit as its last message alone.
+    app.add_middleware(LongChats, max_bytes=settings.chat_max_body_bytes, max_item_bytes=settings.max_body_bytes)
     if settings.cors_origins:  # outermost, so that refusals (401, 413, 429) carry it too
         app.add_middleware(
             CORSMiddleware,

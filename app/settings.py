@@ -85,6 +85,11 @@ class Settings(BaseSettings):
     )
     shutdown_grace_s: Annotated[float, Field(ge=0)] = 30.0
     max_body_bytes: Annotated[int, Field(ge=1024)] = 262_144
+    chat_max_body_bytes: Annotated[int, Field(ge=1024)] = Field(
+        default=16_777_216,
+        description="POST /ai-sdk/chat bodies (a client that resends the whole history) are read up to this"
+        " many bytes, one message at a time; each message at most RUNQ_MAX_BODY_BYTES",
+    )
     stream_token_ttl_s: Seconds = 300.0
     thread_token_ttl_s: Annotated[float, Field(gt=0, le=86400)] = 3600.0
     cors_origins: Annotated[list[str], NoDecode] = Field(

@@ -24,11 +24,12 @@ from types import FrameType
 
 import httpx
 
+from app.agents.registry import start_agents
 from app.cli.dev_banner import Banner
 from app.cli.dev_key import DEV_KEY_FILE, dev_key
 from app.db.migrate import upgrade
 from app.db.runtime import Database, data_dir, open_database
-from app.devmodel.endpoint import dev_model_env, model_configured
+from app.devmodel.endpoint import dev_model_env, model_configured, use_dev_model
 from app.devmodel.server import ModelServer
 from app.settings import Settings
 
@@ -61,6 +62,9 @@ def run_dev(settings: Settings, *, host: str, port: int, concurrency: int) -> in
         folder = db.data_dir or data_dir(settings)
         key, reused = asyncio.run(dev_key(db.url, folder))
         with _model(settings) as model:
+            if model:
+                use_dev_model(settings, model)
+            start_agents(settings)  # one that cannot be imported: refuse, rather than fail every run
             env = os.environ | {"RUNQ_DATABASE_URL": db.url, "RUNQ_SECRET_KEY": settings.secret_key or ""}
             env |= dev_model_env(model, settings) if model else {}
             banner = Banner(key, reused, folder / DEV_KEY_FILE, db, model, settings)

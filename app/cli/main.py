@@ -221,7 +221,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
     if args.command == "agents":  # no database: what this configuration would load
         return cli_agents.run(settings, args)
-    if args.command in ("api", "worker", "dev"):
+    if args.command in ("api", "worker"):
         from app.agents.registry import start_agents
         from app.devmodel.endpoint import adopt_advertised_model
 
