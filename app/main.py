@@ -15,7 +15,6 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
 from sqlalchemy import exc as sa_exc
@@ -37,6 +36,7 @@ from app.api import (
     ui,
     webhooks,
 )
+from app.api.cors import install_cors
 from app.api.deps import Runtime
 from app.api.limits import BodySizeLimit, JsonBodies
 from app.api.presence import Presence
@@ -69,10 +69,6 @@ from app.settings import Settings, get_settings
 log = logging.getLogger(__name__)
 
 RETRY_AFTER_S = "2"
-# CORS (RUNQ_CORS_ORIGINS): what a frontend on another origin sends and may read. A preflight
-# must name Authorization itself: "*" does not cover it.
-CORS_REQUEST_HEADERS = ["Authorization", "Content-Type", "Last-Event-ID", "Idempotency-Key", "traceparent"]
-CORS_EXPOSED_HEADERS = ["Location", "Retry-After", "WWW-Authenticate", "RateLimit", "RateLimit-Policy"]
 PRESENCE_REFRESH_MAX_S = 5.0
 
 # Domain errors as problems: (status, code, detail).
@@ -139,15 +135,7 @@ def create_app(settings: Settings | None = None, *, sse_ping_s: float = 10.0) ->
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     # Outside the size limit: a long chat's body reaches the limit as its last message alone.
     app.add_middleware(LongChats, max_bytes=settings.chat_max_body_bytes, max_item_bytes=settings.max_body_bytes)
-    if settings.cors_origins:  # outermost, so that refusals (401, 413, 429) carry it too
-        app.add_middleware(
-            CORSMiddleware,
-            allow_origins=settings.cors_origins,
-            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
-            allow_headers=CORS_REQUEST_HEADERS,
-            expose_headers=CORS_EXPOSED_HEADERS,
-            max_age=600,
-        )
+    install_cors(app, settings)
     if tracing.configure("runq-api"):  # only when OTEL_* asks for traces (docs/usage.md)
         tracing.instrument_app(app)
     app.include_router(runs.router)

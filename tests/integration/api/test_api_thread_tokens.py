@@ -193,3 +193,20 @@ async def test_cors_preflight_and_exposed_headers(settings: Settings, alice: dic
     async for client in cors_client(settings, ""):  # the default: no CORS at all
         response = await client.options("/threads/x/runs", headers=preflight(ORIGIN))
         assert "access-control-allow-origin" not in response.headers
+
+
+async def test_a_refused_origin_is_logged_once_with_the_setting_to_change(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    for origins, listed in ((ORIGIN, f"RUNQ_CORS_ORIGINS={ORIGIN},http://127.0.0.1:5173"), ("", "RUNQ_CORS_ORIGINS=http://127.0.0.1:5173")):
+        caplog.clear()
+        async for client in cors_client(settings, origins):
+            for _ in range(3):
+                await client.options("/ai-sdk/chat", headers=preflight("http://127.0.0.1:5173"))
+            await client.options("/ai-sdk/chat", headers=preflight(ORIGIN))
+        advice = [r.getMessage() for r in caplog.records if r.name == "app.api.cors"]
+        if origins:
+            assert len(advice) == 1, advice  # once, and never for a listed origin
+        else:
+            assert len(advice) == 2, advice  # no origin is listed: each is logged once
+        assert "http://127.0.0.1:5173" in advice[0] and listed in advice[0] and "/ai-sdk/chat" in advice[0]
