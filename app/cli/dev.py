@@ -33,7 +33,7 @@ from app.devmodel.endpoint import dev_model_env, model_configured, use_dev_model
 from app.devmodel.server import ModelServer
 from app.settings import Settings
 
-STARTUP_TIMEOUT_S = 60.0
+STARTUP_TIMEOUT_S = 180.0  # a framework agent (pydantic-ai, langgraph) imports for many seconds on a busy machine
 API_STOP_S = 15.0  # uvicorn closes open SSE streams at shutdown
 STOP_MARGIN_S = 5.0  # beyond the worker's grace, for releasing leases and exiting
 
