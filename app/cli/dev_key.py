@@ -12,7 +12,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from app.api.keys import find_key, insert_key
+from app.api.keys import insert_key, live_key
 from app.db.engine import create_engine
 
 DEV_TENANT = "dev"
@@ -27,7 +27,7 @@ async def dev_key(url: str, folder: Path) -> tuple[str, bool]:
     engine = create_engine(url, pool_size=1, application_name="runq-dev")
     try:
         if kept is not None:
-            principal = await find_key(engine, kept)
+            principal = await live_key(engine, kept)
             if principal is not None and principal.tenant_id == DEV_TENANT and principal.is_admin:
                 return kept, True
         key = await insert_key(engine, tenant_id=DEV_TENANT, admin=True)
