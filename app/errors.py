@@ -33,6 +33,13 @@ class NotRequeueable(QueueError):
     """Only dead or cancelled runs can be requeued."""
 
 
+class InvalidData(QueueError, ValueError):
+    """A value a run wanted stored that runq cannot store: JSON cannot hold it, or it is larger
+    than ``RUNQ_MAX_DATA_BYTES`` once encoded. Its run fails (``invalid_data``), no other."""
+
+    code = "invalid_data"
+
+
 class DatabaseUnavailable(QueueError):
     """PostgreSQL cannot be reached right now; retry later."""
 

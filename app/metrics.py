@@ -23,6 +23,9 @@ from app.domain import TERMINAL, Status, Usage
 from app.errors import DatabaseUnavailable
 from app.queue import Queue, QueueDepth
 
+# counted where the queue skips a row (it cannot import this module, which imports the queue)
+from app.queue.rowwise import MAINTENANCE_ERRORS as MAINTENANCE_ERRORS
+
 log = logging.getLogger(__name__)
 
 # One batched statement of the worker's hot path (a claim, a lease renewal): well under a

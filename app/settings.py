@@ -90,6 +90,11 @@ class Settings(BaseSettings):
         description="POST /ai-sdk/chat bodies (a client that resends the whole history) are read up to this"
         " many bytes, one message at a time; each message at most RUNQ_MAX_BODY_BYTES",
     )
+    max_data_bytes: Annotated[int, Field(ge=1024)] = Field(
+        default=8 * 1024 * 1024,
+        description="The largest value a run may store (an event's data, an output, a checkpoint, ...)"
+        " once encoded as JSON; a run storing a larger one ends dead with invalid_data",
+    )
     stream_token_ttl_s: Seconds = 300.0
     thread_token_ttl_s: Annotated[float, Field(gt=0, le=86400)] = 3600.0
     cors_origins: Annotated[list[str], NoDecode] = Field(

@@ -34,17 +34,29 @@ CONNECTION_ERRORS: tuple[type[Exception], ...] = (
 _UNAVAILABLE_SQLSTATES = ("08", "57P01", "57P02", "57P03", "53300")
 
 
+# What a statement's data made PostgreSQL refuse: a data exception (class 22: a value out of
+# range, a malformed one) or a program limit (class 54: a value too large, nested too deeply).
+_DATA_SQLSTATES = ("22", "54")
+
+
+def _sqlstate(exc: BaseException) -> str:
+    cause = exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc
+    return getattr(cause, "sqlstate", None) or ""
+
+
+def refused_data(exc: BaseException) -> bool:
+    """Whether ``exc`` is PostgreSQL refusing a value of the statement (not the statement
+    itself, not the connection): the run that sent it is at fault, no other."""
+    return _sqlstate(exc).startswith(_DATA_SQLSTATES)
+
+
 def database_down(exc: BaseException) -> bool:
     """Whether ``exc`` means PostgreSQL cannot be reached now (retry later), not a bad statement."""
     if isinstance(exc, (DatabaseUnavailable, *CONNECTION_ERRORS)):
         return True
-    cause: object = exc
-    if isinstance(exc, sa_exc.DBAPIError):
-        if exc.connection_invalidated:
-            return True
-        cause = exc.orig
-    sqlstate = getattr(cause, "sqlstate", None) or ""
-    return sqlstate.startswith(_UNAVAILABLE_SQLSTATES)
+    if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:
+        return True
+    return _sqlstate(exc).startswith(_UNAVAILABLE_SQLSTATES)
 
 
 @contextmanager

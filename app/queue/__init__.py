@@ -30,8 +30,8 @@ from app.queue.channels import EVENTS as EVENTS_CHANNEL
 from app.queue.channels import RUNS as RUNS_CHANNEL
 from app.queue.channels import WEBHOOKS as WEBHOOKS_CHANNEL
 from app.queue.claims import CLAIM_BATCH, CLAIM_BATCH_CAPPED, Claims
-from app.queue.codec import NewEvents, NewMessages, request_hash
-from app.queue.events import Appended, Events
+from app.queue.codec import EncodedEvents, NewEvents, NewMessages, encode, request_hash
+from app.queue.events import Appended, Events, Stored
 from app.queue.finish import FINISH_IF_LEASED, Ended, Endings
 from app.queue.graph_checkpoints import Fence, GraphCheckpoints
 from app.queue.limits import LIMIT_NAMES, Limits, TenantUse
@@ -61,6 +61,7 @@ __all__ = [
     "WEBHOOKS_CHANNEL",
     "Appended",
     "DeliveryJob",
+    "EncodedEvents",
     "Ended",
     "EventPartition",
     "Fence",
@@ -75,9 +76,11 @@ __all__ = [
     "QueueStats",
     "Recorded",
     "Resumed",
+    "Stored",
     "TenantUse",
     "WorkerView",
     "database_down",
+    "encode",
     "request_hash",
 ]
 

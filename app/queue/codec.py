@@ -6,24 +6,31 @@ jsonb column is read as it is (decoding it again would turn the string ``"123"``
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
 import re
 import uuid
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, time
+from decimal import Decimal
+from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import orjson
 
 from app.domain import Delivery, Event, Schedule, Thread, ThreadMessage, Usage
+from app.errors import InvalidData
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 NewEvents = Sequence[tuple[str, Mapping[str, Any]]]
 NewMessages = Sequence[Mapping[str, Any]]  # thread messages in OpenAI chat format
+# A run's new events as its worker hands them to a batched statement: each data already JSON
+# text (encode), so the statement carries nothing that can fail for one run.
+EncodedEvents = Sequence[tuple[str, str]]
 T = TypeVar("T", bound="DataclassInstance")
 
 # PostgreSQL's jsonb and text refuse NUL and unpaired surrogates, and a model or a tool can hand
@@ -51,43 +58,101 @@ def storable_text(value: str) -> str:
     return _UNSTORABLE_IN_TEXT.sub("\ufffd", value)
 
 
-# Dates and dataclasses go to ``default`` (str), as json.dumps takes them: orjson's own forms differ.
+# The largest JSON value runq stores for a run (an event's data, an output, a checkpoint, an
+# effect record, a wait payload, a thread message): RUNQ_MAX_DATA_BYTES' default.
+MAX_DATA_BYTES = 8 * 1024 * 1024
+
+# Dates and dataclasses go to ``default`` (str), as they always went: orjson's own forms differ.
 _ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+_AS_TEXT = (datetime, date, time, uuid.UUID, Decimal)
+
+
+def _default(value: Any) -> Any:
+    """What JSON lacks but has a plain form; any other type is refused, never stored as its
+    ``repr`` (which nothing could read back)."""
+    if isinstance(value, Enum):  # as orjson writes it (json gets here for a plain Enum)
+        return value.value
+    if isinstance(value, _AS_TEXT) or (dataclasses.is_dataclass(value) and not isinstance(value, type)):
+        return str(value)
+    raise TypeError(f"an object of type {type(value).__name__} is not JSON")
 
 
 def dumps(value: Any) -> str:
-    """JSON text jsonb takes. orjson writes most values in a tenth of json's time (an event's
-    data, a run's output: microseconds of every run); it writes NaN and the infinities as null,
-    as :func:`_storable` does, and refuses what json takes otherwise (integers past 64 bits,
-    keys that are not strings, unpaired surrogates), which json then writes."""
+    """JSON text jsonb takes, or :class:`InvalidData` for a value JSON cannot hold (a key that
+    is not a string, a number or null; an object of a type JSON lacks; a cycle).
+
+    orjson writes most values in a tenth of json's time (an event's data, a run's output:
+    microseconds of every run); it writes NaN and the infinities as null, as :func:`_storable`
+    does, and refuses what json takes otherwise (integers past 64 bits, keys that are not
+    strings, unpaired surrogates), which json then writes."""
     try:
-        text = orjson.dumps(value, default=str, option=_ORJSON_OPTIONS).decode()
+        text = orjson.dumps(value, default=_default, option=_ORJSON_OPTIONS).decode()
     except orjson.JSONEncodeError:
         return _json_dumps(value)
     return _json_dumps(value) if "\\u0000" in text else text
 
 
-def _json_dumps(value: Any) -> str:
+def encode(value: Any, *, what: str, limit: int = MAX_DATA_BYTES) -> str:
+    """:func:`dumps`, refusing a value over ``limit`` bytes once encoded: what a batched
+    statement carries is encoded run by run, before it joins the batch, so nothing in the
+    statement can fail for one run (docs/reliability.md, "Faults stay where they start")."""
     try:
-        text = json.dumps(value, separators=(",", ":"), default=str, allow_nan=False)
-    except ValueError:  # NaN or an infinity, which JSON lacks: jsonb would refuse the statement
-        return json.dumps(_storable(value), separators=(",", ":"), default=str, allow_nan=False)
-    # Both come out as escapes (ensure_ascii): walk the value only when one may be there.
-    if "\\u0000" in text or "\\ud" in text:
-        text = json.dumps(_storable(value), separators=(",", ":"), default=str)
+        text = dumps(value)
+    except InvalidData as exc:
+        raise InvalidData(f"{what}: {exc}") from exc
+    # a character is at most 4 bytes of UTF-8: most values need no count of their bytes
+    if len(text) * 4 > limit and len(text.encode("utf-8", "surrogatepass")) > limit:
+        raise InvalidData(f"{what}: {_size(len(text.encode('utf-8', 'surrogatepass')))} once encoded, "
+                          f"over the limit of {_size(limit)} (RUNQ_MAX_DATA_BYTES)")
     return text
 
 
+def _size(n: int) -> str:
+    return f"{n / 1048576:.1f} MiB" if n >= 1048576 else f"{n:,} bytes"
+
+
+def _json_dumps(value: Any) -> str:
+    try:
+        try:
+            text = json.dumps(value, separators=(",", ":"), default=_default, allow_nan=False)
+        except ValueError as exc:  # NaN or an infinity, which JSON lacks: stored as null
+            if "Circular reference" in str(exc):
+                raise
+            return json.dumps(_storable(value), separators=(",", ":"), default=_default, allow_nan=False)
+        # Both come out as escapes (ensure_ascii): walk the value only when one may be there.
+        if "\\u0000" in text or "\\ud" in text:
+            text = json.dumps(_storable(value), separators=(",", ":"), default=_default)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidData(_reason(exc)) from exc
+    return text
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "nested too deeply for JSON"
+    if isinstance(exc, ValueError) and "Circular reference" in str(exc):
+        return "it contains itself (a cycle), which JSON cannot hold"
+    return str(exc)
+
+
 def events_params(events: NewEvents) -> dict[str, list[str]]:
-    """``:types`` and ``:datas``, the two arrays a statement unnests into a run's new events."""
+    """``:types`` and ``:datas``, the two arrays a statement unnests into a run's new events
+    (the runtime's own: the worker's are encoded run by run, :class:`EncodedEvents`)."""
     return {"types": [storable_text(t) for t, _ in events], "datas": [dumps(d) for _, d in events]}
 
 
-def messages_params(messages: Sequence[tuple[Any, NewMessages]]) -> dict[str, list[Any]]:
-    """``:message_run_ids`` and ``:messages`` for the fenced statements, from ``(run_id, messages)``."""
+def encoded_events_params(events: EncodedEvents) -> dict[str, list[str]]:
+    """:func:`events_params` of events whose data is JSON text already."""
+    return {"types": [storable_text(t) for t, _ in events], "datas": [d for _, d in events]}
+
+
+def messages_params(messages: Sequence[tuple[Any, Any, Sequence[str]]]) -> dict[str, list[Any]]:
+    """``:message_run_ids``, ``:message_lease_ids`` and ``:messages`` for the fenced statements,
+    from ``(run_id, lease_id, messages as JSON text)``."""
     return {
-        "message_run_ids": [run_id for run_id, batch in messages for _ in batch],
-        "messages": [dumps(m) for _, batch in messages for m in batch],
+        "message_run_ids": [run_id for run_id, _, batch in messages for _ in batch],
+        "message_lease_ids": [lease_id for _, lease_id, batch in messages for _ in batch],
+        "messages": [m for _, _, batch in messages for m in batch],
     }
 
 

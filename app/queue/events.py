@@ -4,18 +4,20 @@ presence of the streams that follow it."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from app.domain import Event, EventSlice, Status, Usage
 from app.errors import LeaseLost
 from app.queue.codec import (
+    EncodedEvents,
     NewEvents,
     NewMessages,
-    dumps,
+    encode,
+    encoded_events_params,
     event_from_row,
-    events_params,
     messages_params,
     usage_params,
 )
@@ -23,13 +25,11 @@ from app.queue.statements import statement
 from app.queue.store import Store
 
 APPEND_EVENTS_IF_LEASED = statement("append_events_if_leased")
-# For a batch with a thread message or usage: what only such runs pay for.
+# For a batch with a thread message, usage or a step's record: what only such runs pay for.
 APPEND_EVENTS_IF_LEASED_WITH_EXTRAS = statement("append_events_if_leased_with_extras")
 READ_EVENTS = statement("read_events")
 READ_EVENT_PAGES = statement("read_event_pages")
-GET_EFFECT = statement("get_effect")
-RECORD_EFFECT_IF_LEASED = statement("record_effect_if_leased")
-CHECK_LEASE = statement("check_lease")
+GET_EFFECTS = statement("get_effects")
 ATTACH_SUBSCRIBER = statement("attach_subscriber")
 TOUCH_SUBSCRIBERS = statement("touch_subscribers")
 DETACH_SUBSCRIBERS = statement("detach_subscribers")
@@ -37,22 +37,53 @@ DETACH_SUBSCRIBERS = statement("detach_subscribers")
 
 @dataclass(frozen=True, slots=True)
 class Appended:
-    """One run's new events (and, with a ``state``, its checkpoint), fenced by its claim."""
+    """One run's new events (and, with a ``state``, its checkpoint; with ``effects``, records
+    of its effect ledger), fenced by its claim. Every value is JSON text already (see
+    :func:`~app.queue.codec.encode` and :meth:`encoded`): nothing in the batched statement can
+    fail for one run."""
 
     run_id: uuid.UUID
     lease_id: uuid.UUID
-    events: NewEvents = ()
-    state: Any = None  # None: no checkpoint with these events
-    messages: NewMessages = ()  # thread messages, stored only with a checkpoint
-    usage: Usage | None = None  # consumed since the run's last stored write (with a checkpoint)
+    events: EncodedEvents = ()
+    state: str | None = None  # None: no checkpoint with these events
+    messages: Sequence[str] = ()  # thread messages, sent only with a checkpoint or a record
+    usage: Usage | None = None  # consumed since the run's last stored write (with a checkpoint or a record)
+    effects: Sequence[tuple[str, str]] = ()  # (key, result): records of the effect ledger
+
+    @classmethod
+    def encoded(
+        cls, run_id: uuid.UUID, lease_id: uuid.UUID, events: NewEvents = (), state: Any = None,
+        messages: NewMessages = (), *, effects: Mapping[str, Any] | None = None,
+    ) -> Appended:
+        """From values as an agent hands them; :class:`~app.errors.InvalidData` for one that
+        cannot be stored."""
+        return cls(
+            run_id,
+            lease_id,
+            [(t, encode(d, what=f"the data of a {t!r} event")) for t, d in events],
+            None if state is None else encode(state, what="a checkpoint"),
+            [encode(m, what="a thread message") for m in messages],
+            effects=[(k, encode(v, what=f"the record of effect {k!r}")) for k, v in (effects or {}).items()],
+        )
+
+
+class Stored(NamedTuple):
+    """What a run's append wrote: its last seq, and for the effect records whose keys the
+    ledger held already, the records it holds (returned in place of the write's own)."""
+
+    last_event_seq: int
+    kept: Mapping[str, Any]
+
+
+_NOTHING_KEPT: Mapping[str, Any] = MappingProxyType({})
 
 
 class Events(Store):
-    async def append_events_many(self, appended: Sequence[Appended]) -> dict[uuid.UUID, int]:
+    async def append_events_many(self, appended: Sequence[Appended]) -> dict[uuid.UUID, Stored]:
         """Append many runs' events in one statement, each fenced by its own lease.
 
-        Returns each written run's ``last_event_seq``; a run missing from the result lost its
-        lease and nothing was written for it.
+        Returns what each written run stored; a run missing from the result lost its lease and
+        nothing was written for it.
         """
         if not appended:
             return {}
@@ -60,29 +91,45 @@ class Events(Store):
         params: dict[str, Any] = {
             "run_ids": [a.run_id for a in ordered],
             "lease_ids": [a.lease_id for a in ordered],
-            "states": [None if a.state is None else dumps(a.state) for a in ordered],
+            "states": [a.state for a in ordered],
             "event_counts": [len(a.events) for a in ordered],
             "event_run_ids": [a.run_id for a in ordered for _ in a.events],
             "event_lease_ids": [a.lease_id for a in ordered for _ in a.events],
-            **events_params([event for a in ordered for event in a.events]),
+            **encoded_events_params([event for a in ordered for event in a.events]),
         }
-        extras = {**messages_params([(a.run_id, a.messages) for a in ordered]), **usage_params(ordered)}
+        extras = {
+            **messages_params([(a.run_id, a.lease_id, a.messages) for a in ordered]),
+            **usage_params(ordered),
+            "effect_run_ids": [a.run_id for a in ordered for _ in a.effects],
+            "effect_lease_ids": [a.lease_id for a in ordered for _ in a.effects],
+            "effect_keys": [key for a in ordered for key, _ in a.effects],
+            "effect_results": [result for a in ordered for _, result in a.effects],
+        }
         chosen = APPEND_EVENTS_IF_LEASED
         if any(extras.values()):
             chosen, params = APPEND_EVENTS_IF_LEASED_WITH_EXTRAS, params | extras
         async with self._statement() as conn:
             rows = (await conn.execute(chosen, params)).all()
-        return {row.id: row.last_event_seq for row in rows}
+        return {run_id: Stored(seq, kept or _NOTHING_KEPT) for run_id, seq, kept in rows}
 
     async def append_events(
         self, *, run_id: uuid.UUID, lease_id: uuid.UUID, events: NewEvents, state: Any = None
     ) -> int:
         """:meth:`append_events_many` for one run (with a ``state``, also its checkpoint); its
         last seq, or :class:`LeaseLost` if the claim is no longer ours."""
-        written = await self.append_events_many([Appended(run_id, lease_id, events, state)])
-        if run_id not in written:
-            raise LeaseLost(str(run_id))
-        return written[run_id]
+        return (await self._append_one(Appended.encoded(run_id, lease_id, events, state))).last_event_seq
+
+    async def record_effect(self, *, run_id: uuid.UUID, lease_id: uuid.UUID, key: str, result: Any) -> Any:
+        """Commit an effect record, fenced by the lease like every worker write; the record the
+        ledger holds for ``key`` (an earlier one, if there was one)."""
+        stored = await self._append_one(Appended.encoded(run_id, lease_id, effects={key: result}))
+        return stored.kept.get(key, result)
+
+    async def _append_one(self, appended: Appended) -> Stored:
+        written = await self.append_events_many([appended])
+        if appended.run_id not in written:
+            raise LeaseLost(str(appended.run_id))
+        return written[appended.run_id]
 
     async def read_events(self, run_id: uuid.UUID, *, after: int = 0, limit: int = 1000) -> list[Event]:
         """Events with ``seq > after`` in order; seqs commit in order, so none can appear later below."""
@@ -111,20 +158,11 @@ class Events(Store):
                 page.events.append((seq, type_, data))
         return pages
 
-    async def find_effect(self, *, run_id: uuid.UUID, key: str) -> tuple[bool, Any]:
-        """``(found, result)`` from the effect ledger."""
+    async def effects_of(self, run_id: uuid.UUID) -> dict[str, Any]:
+        """The run's effect ledger, ``{key: result}``: every record that committed."""
         async with self._statement() as conn:
-            row = (await conn.execute(GET_EFFECT, {"run_id": run_id, "key": key})).first()
-        return (True, row.result) if row else (False, None)
-
-    async def record_effect(self, *, run_id: uuid.UUID, lease_id: uuid.UUID, key: str, result: Any) -> None:
-        """Commit an effect record, fenced by the lease."""
-        params = {"run_id": run_id, "lease_id": lease_id, "key": key, "result": dumps(result)}
-        async with self._tx() as conn:
-            if (await conn.execute(RECORD_EFFECT_IF_LEASED, params)).first() is None and (
-                await conn.execute(CHECK_LEASE, {"run_id": run_id, "lease_id": lease_id})
-            ).first() is None:
-                raise LeaseLost(str(run_id))
+            rows = (await conn.execute(GET_EFFECTS, {"run_id": run_id})).all()
+        return {row.key: row.result for row in rows}
 
     # -- subscriber presence -----------------------------------------------------------------
 

@@ -11,9 +11,12 @@ from typing import Any
 from app.domain import Ending, Finish, Finished, Usage
 from app.errors import LeaseLost
 from app.queue.codec import (
+    MAX_DATA_BYTES,
+    EncodedEvents,
     NewEvents,
     NewMessages,
-    dumps,
+    encode,
+    encoded_events_params,
     messages_params,
     storable_text,
     usage_params,
@@ -28,14 +31,39 @@ FINISH_IF_LEASED_WITH_EXTRAS = statement("finish_if_leased_with_extras")
 
 @dataclass(frozen=True, slots=True)
 class Ended:
-    """One attempt to end: the claim it belongs to, its ending, and its buffered events."""
+    """One attempt to end: the claim it belongs to, its ending, and its buffered events. Every
+    value the statement stores is JSON text already (the ending's own values too: ``output``
+    for a done run, ``wait_payload`` and ``wait_state`` for a wait), encoded run by run
+    (:meth:`encoded`), so nothing in the batched statement can fail for one run."""
 
     run_id: uuid.UUID
     lease_id: uuid.UUID
     finish: Finish
-    events: NewEvents = ()
-    messages: NewMessages = ()  # thread messages, stored if the run ends done or cancelled
-    usage: Usage | None = None  # consumed since the run's last checkpoint
+    events: EncodedEvents = ()
+    messages: Sequence[str] = ()  # thread messages, stored if the run ends done or cancelled
+    usage: Usage | None = None  # consumed since the run's last stored write
+    output: str | None = None  # finish.output as JSON, for a done run
+    wait_payload: str | None = None  # finish.wait's payload and checkpoint as JSON, for a wait
+    wait_state: str | None = None
+
+    @classmethod
+    def encoded(
+        cls, run_id: uuid.UUID, lease_id: uuid.UUID, finish: Finish, events: NewEvents = (),
+        messages: NewMessages = (), *, limit: int = MAX_DATA_BYTES,
+    ) -> Ended:
+        """From values as an agent hands them; :class:`~app.errors.InvalidData` for one that
+        cannot be stored."""
+        wait = finish.wait
+        return cls(
+            run_id,
+            lease_id,
+            finish,
+            [(t, encode(d, what=f"the data of a {t!r} event", limit=limit)) for t, d in events],
+            [encode(m, what="a thread message", limit=limit) for m in messages],
+            output=encode(finish.output, what="the output", limit=limit) if finish.ending is Ending.DONE else None,
+            wait_payload=None if wait is None else encode(wait.payload, what="the wait's payload", limit=limit),
+            wait_state=None if wait is None or wait.checkpoint is None else encode(wait.checkpoint, what="a checkpoint", limit=limit),
+        )
 
 
 class Endings(Store):
@@ -52,21 +80,20 @@ class Endings(Store):
             "run_ids": [e.run_id for e in ordered],
             "lease_ids": [e.lease_id for e in ordered],
             "endings": [e.finish.ending.value for e in ordered],
-            "outputs": [None if e.finish.ending is not Ending.DONE else dumps(e.finish.output) for e in ordered],
+            "outputs": [e.output for e in ordered],
             "error_codes": [e.finish.error_code for e in ordered],
             "error_messages": [_message(e.finish) for e in ordered],
             "event_counts": [len(e.events) for e in ordered],
             "event_run_ids": [e.run_id for e in ordered for _ in e.events],
             "event_lease_ids": [e.lease_id for e in ordered for _ in e.events],
-            "types": [t for e in ordered for t, _ in e.events],
-            "datas": [dumps(d) for e in ordered for _, d in e.events],
+            **encoded_events_params([event for e in ordered for event in e.events]),
             "retry_base_s": self.retry.base_s,
             "retry_max_s": self.retry.max_s,
             "aging_s": self.aging_s,
         }
         extras = {
             **wait_params(ordered),
-            **messages_params([(e.run_id, e.messages) for e in ordered]),
+            **messages_params([(e.run_id, e.lease_id, e.messages) for e in ordered]),
             **usage_params(ordered),
         }
         chosen = FINISH_IF_LEASED
@@ -80,7 +107,7 @@ class Endings(Store):
         self, *, run_id: uuid.UUID, lease_id: uuid.UUID, finish: Finish, events: NewEvents = ()
     ) -> Finished:
         """:meth:`finish_many` for one attempt; :class:`LeaseLost` if the claim is no longer ours."""
-        finished = await self.finish_many([Ended(run_id, lease_id, finish, events)])
+        finished = await self.finish_many([Ended.encoded(run_id, lease_id, finish, events)])
         if run_id not in finished:
             raise LeaseLost(str(run_id))
         return finished[run_id]
@@ -88,15 +115,15 @@ class Endings(Store):
 
 def wait_params(ordered: Sequence[Ended]) -> dict[str, list[Any]]:
     """The waitpoints the ``waiting`` endings open (docs/waits.md), one row per such run."""
-    waits = [(e.run_id, e.finish.wait) for e in ordered if e.finish.wait is not None]
+    waits = [(e, e.finish.wait) for e in ordered if e.finish.wait is not None]
     return {
-        "wait_run_ids": [run_id for run_id, _ in waits],
+        "wait_run_ids": [e.run_id for e, _ in waits],
         "waitpoint_ids": [w.waitpoint_id for _, w in waits],
         "wait_names": [w.name for _, w in waits],
         "wait_occurrences": [w.occurrence for _, w in waits],
-        "wait_payloads": [dumps(w.payload) for _, w in waits],
+        "wait_payloads": [e.wait_payload for e, _ in waits],
         "wait_timeouts": [w.timeout_s for _, w in waits],
-        "wait_states": [None if w.checkpoint is None else dumps(w.checkpoint) for _, w in waits],
+        "wait_states": [e.wait_state for e, _ in waits],
     }
 
 

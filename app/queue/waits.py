@@ -14,6 +14,7 @@ from app.errors import NotWaiting, RunNotFound
 from app.queue.claims import BOUND_IDLE_TRANSACTION
 from app.queue.codec import dumps
 from app.queue.maintenance import REAPER_LOCK
+from app.queue.rowwise import without_failing_rows
 from app.queue.runs import GET_RUN
 from app.queue.statements import statement
 from app.queue.store import Store
@@ -69,10 +70,12 @@ class Waits(Store):
             if not (await conn.execute(REAPER_LOCK)).scalar():
                 return []
             due = [(r.run_id, r.waitpoint_id) for r in await conn.execute(DUE_WAITPOINTS, {"batch": batch})]
-            if not due:
-                return []
-            params = self._resume_params(due, value=None, timed_out=True)
-            rows = (await conn.execute(RESUME_WAITS, {**params, "tenant_id": None})).all()
+
+            async def resume(waits: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> Sequence[Any]:
+                params = self._resume_params(waits, value=None, timed_out=True)
+                return (await conn.execute(RESUME_WAITS, {**params, "tenant_id": None})).all()
+
+            rows = await without_failing_rows(conn, due, resume, step="wait_timeouts")
         return [_resumed(r) for r in rows]
 
     def _resume_params(

@@ -1,24 +1,24 @@
-"""One attempt of one claimed run: the context its agent sees, what stops it, and its writes.
-
-All of an attempt's state is here, in one object, because two threads touch it: the event
-loop runs the agent and writes, the heartbeat thread reports a lost lease or a cancel and
-kills the run's tools at once, even while an agent blocks the loop.
+"""One attempt of one claimed run: the context its agent sees and its writes (what stops it:
+app/worker/stopping.py).
 
 Every write goes to the worker's :class:`~app.worker.writer.Writer` fenced by the claim's
-lease, and through the redactor. Checkpoints also carry the budget counters, so ``max_turns``
-and ``max_tool_calls`` hold over the whole run, not per attempt, and how many waits of each name
-the agent had passed (docs/waits.md), so a resumed attempt's ``wait_for`` finds the same
-occurrence: the agent sees only its own state as ``resume_state``. Usage (tokens, model and
-tool calls) rides the same statements: what the attempt consumed since its last checkpoint goes
-with the next one or with the ending, a waiting one too.
+lease. Every value the agent hands over (an event's data, a checkpoint, a thread message, an
+effect's record, a wait's payload, the output) is redacted and encoded in the agent's own call
+(app/worker/encoding.py), before it joins a batch of other runs' writes: a value that cannot be stored (JSON cannot
+hold it, or it is over ``RUNQ_MAX_DATA_BYTES``) fails this run, at once, dead with
+``invalid_data``, and no other (docs/reliability.md). Usage (tokens, model and tool calls) rides
+the writes that store a step: what the attempt consumed since its last stored write goes with
+the next checkpoint, effect record or ending, a waiting one too. The budgets are counted from
+it, so ``max_turns``, ``max_tool_calls`` and ``max_tokens`` hold over the whole run, not per
+attempt. A checkpoint also holds how many waits of each name the agent had passed
+(docs/waits.md), so a resumed attempt's ``wait_for`` finds the same occurrence: the agent sees
+only its own state as ``resume_state``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -32,14 +32,17 @@ from app.agents.base import (
     WaitRequested,
     WaitTimedOut,
 )
-from app.domain import Claim, Finish, Finished, Usage, Wait
-from app.errors import DatabaseUnavailable, LeaseLost
+from app.domain import Claim, Ending, Finish, Finished, Usage, Wait
+from app.errors import DatabaseUnavailable, InvalidData
 from app.guards.redact import Redactor
 from app.metrics import EVENTS_APPENDED
-from app.queue import Queue
-from app.tools.shell import ProcessGroups, ShellResult, run_shell
-from app.worker.decide import AgentEnded, StopReason
-from app.worker.events import BackgroundTake, EventBuffer, PendingEvent, Take, Written
+from app.queue import Appended, EncodedEvents, Ended, Queue, Stored
+from app.queue.codec import MAX_DATA_BYTES
+from app.tools.shell import ShellResult, run_shell
+from app.worker.decide import AgentEnded
+from app.worker.encoding import Encoder
+from app.worker.events import DELTA, BackgroundTake, EventBuffer, Take, Written
+from app.worker.stopping import Stoppable
 from app.worker.usage import UsageMeter
 from app.worker.writer import Writer
 
@@ -47,12 +50,11 @@ T = TypeVar("T")
 
 MAX_ERROR_MESSAGE = 2000
 MAX_MESSAGE_CHARS = 100_000  # as the API's limit on a thread run's prompt
-_LIMITS = {"turns": "max_turns", "tool_calls": "max_tool_calls"}
 
 log = logging.getLogger(__name__)
 
 
-class Attempt:
+class Attempt(Stoppable):
     """A :class:`~app.agents.base.RunContext` for the agent and a lease holder for the heartbeat."""
 
     def __init__(
@@ -63,7 +65,9 @@ class Attempt:
         writer: Writer,
         redactor: Redactor,
         loop: asyncio.AbstractEventLoop,
+        max_data_bytes: int = MAX_DATA_BYTES,
     ) -> None:
+        super().__init__(loop)
         run = claim.run
         self.claim = claim
         self.run_id = run.id
@@ -73,61 +77,25 @@ class Attempt:
         self.budget: Mapping[str, Any] = run.budget
         saved = claim.resume_state if isinstance(claim.resume_state, dict) else {}
         self.resume_state: Any = saved.get("state")
-        self.counts = {name: int(saved.get(name, 0)) for name in _LIMITS}
-        max_tokens = run.budget.get("max_tokens")
-        self.usage = UsageMeter(
-            run.usage, tenant_id=run.tenant_id, max_tokens=None if max_tokens is None else int(max_tokens)
-        )
+        self.usage = UsageMeter(run.usage, tenant_id=run.tenant_id, budget=run.budget)
         self._waits: dict[str, int] = dict(saved.get("waits") or {})  # name -> waits passed
-        self._stored: dict[str, Any] = saved  # the checkpoint a resumed attempt would start from
+        # What the run's stored checkpoint holds: the agent's state (as JSON; None: the one the
+        # attempt started from) and the waits passed.
+        self._stored_state: str | None = None
+        self._stored_waits = dict(self._waits)
+        self._wait_texts: tuple[str, str] | None = None  # a wait's payload and checkpoint, as JSON
+        self._effects: dict[str, Any] | None = None  # the run's effect ledger, read at the first effect
         self.lease_id = claim.lease_id
         self.lease: Lease | None = Lease(queue.engine, run.id, claim.lease_id)
         self.thread: ThreadView | None = None  # set by the runner for a run in a thread
-        # added by the agent, not stored yet: they go with the next checkpoint or the ending
-        self._unsaved_messages: list[dict[str, Any]] = []
-        self.groups = ProcessGroups()
-        self.stop_reason: StopReason | None = None
-        self.events = EventBuffer(self._append_in_background)
+        # added by the agent, not stored yet (JSON): they go with the next checkpoint, effect
+        # record or the ending
+        self._unsaved_messages: list[str] = []
+        self._encoder = Encoder(redactor, limit=max_data_bytes, saved=saved)
+        self.events = EventBuffer(self._append_in_background, max_merged_chars=max_data_bytes // 16)
         self._queue = queue
         self._writer = writer
         self._redactor = redactor
-        self._loop = loop
-        self._lock = threading.Lock()
-        self._cancelled = False
-        self._task: asyncio.Task[Any] | None = None  # the run's task while its agent runs
-        self._closed = False
-
-    # -- what stops it (heartbeat thread, LISTEN, the runner) ---------------------------------
-
-    def lease_lost(self) -> None:
-        """Heartbeat thread: kill the tools now, even if the event loop is blocked."""
-        self._mark_stopped("lease_lost")
-        self._loop.call_soon_threadsafe(self._cancel_task)
-
-    def cancel_requested(self) -> None:
-        """Heartbeat thread or LISTEN: the same as a lost lease, but the run then ends cancelled."""
-        if self._cancelled:
-            return
-        self._mark_stopped("cancel")
-        self._loop.call_soon_threadsafe(self._cancel_task)
-
-    def stop(self, reason: StopReason) -> None:
-        """Event loop only."""
-        self._mark_stopped(reason)
-        self._cancel_task()
-
-    def _mark_stopped(self, reason: StopReason) -> None:
-        # The reason is recorded before the agent can see ``cancelled``: an agent that raises
-        # on it at once must still end as cancelled, not as a failure.
-        with self._lock:
-            if self.stop_reason is None or reason == "lease_lost":  # a lost lease overrides all
-                self.stop_reason = reason
-        self._cancelled = True  # a plain flag, read by agents that poll it
-        self.groups.kill_all()
-
-    def _cancel_task(self) -> None:
-        if not self._closed and self._task is not None:
-            self._task.cancel()
 
     # -- the runner's side ------------------------------------------------------------------
 
@@ -163,21 +131,24 @@ class Attempt:
     async def finish(self, finish: Finish) -> Finished:
         """Write the attempt's ending with every event still buffered, once the agent is done
         (nothing cancels it any more); :class:`LeaseLost` if the claim is no longer ours."""
-        finish = self._clean(finish)
+        finish, output = self._clean(finish)
+        wait_payload, wait_state = self._wait_texts if finish.wait is not None and self._wait_texts else (None, None)
         usage = self.usage.unstored
-        finished = await self.events.flush_final(
-            lambda take: self._write(
-                lambda redacted: self._writer.finish(
-                    run_id=self.run_id,
-                    lease_id=self.lease_id,
-                    finish=finish,
-                    take=redacted,
-                    messages=tuple(self._unsaved_messages),  # read under the buffer's lock
-                    usage=usage,
-                ),
-                take,
+
+        def ended(events: EncodedEvents) -> Ended:
+            return Ended(
+                self.run_id, self.lease_id, finish, events,
+                messages=tuple(self._unsaved_messages),  # read under the buffer's lock
+                usage=usage, output=output, wait_payload=wait_payload, wait_state=wait_state,
             )
-        )
+
+        try:
+            finished = await self.events.flush_final(
+                lambda take: self._write(lambda encoded: self._writer.finish(lambda: ended(encoded())), take)
+            )
+        except InvalidData as exc:  # PostgreSQL refused what it carried: dead, with none of it
+            dead = Finish.dead(InvalidData.code, str(exc))
+            finished = await self._writer.finish(lambda: Ended(self.run_id, self.lease_id, dead, usage=usage))
         self.usage.written(usage)
         return finished
 
@@ -187,57 +158,46 @@ class Attempt:
         self.groups.kill_all()
         self.events.close()
 
-    def _clean(self, finish: Finish) -> Finish:
-        output = self._redactor.data(finish.output) if finish.output is not None else None
+    def _clean(self, finish: Finish) -> tuple[Finish, str | None]:
+        """The ending as stored (its message redacted and cut) and a done run's output as JSON;
+        an output that cannot be stored ends the run dead instead."""
         message = finish.error_message
         if message is not None:
             message = self._redactor.text(message)
             if len(message) > MAX_ERROR_MESSAGE:
                 message = message[: MAX_ERROR_MESSAGE - 1] + "…"
+        output = None
+        if finish.ending is Ending.DONE:
+            try:
+                output = self._encoder.value(finish.output, what="the output")
+            except InvalidData as exc:
+                return Finish.dead(InvalidData.code, str(exc)), None
         # the constructor, not dataclasses.replace: a third of this function's time, every run
-        return Finish(finish.ending, output, finish.error_code, message, finish.wait)
-
-    # -- the agent's side: cancellation -----------------------------------------------------
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancelled
-
-    def raise_if_cancelled(self) -> None:
-        if self._cancelled:
-            raise asyncio.CancelledError("the run was asked to stop")
+        return Finish(finish.ending, None, finish.error_code, message, finish.wait), output
 
     # -- events and checkpoints -------------------------------------------------------------
 
     async def emit(self, type: str, data: Mapping[str, Any]) -> None:
         if type.startswith("run."):
             raise ValueError(f"{type!r}: run.* events are written by the runtime")
-        self.events.add(type, data)
+        if type == DELTA:
+            try:
+                self.events.add(type, self._encoder.delta(data))
+            except InvalidData as exc:
+                self._write_failed(exc)
+                raise
+        else:
+            self.events.add(type, self._encode(data, what=f"the data of a {type!r} event"))
 
     async def checkpoint(self, state: Any) -> None:
         """Store ``state`` with the events before it; waits out a database outage (the events
         stay buffered meanwhile), so a checkpoint never fails the attempt."""
-        stored = {"state": state, **self.counts, "waits": dict(self._waits)}
-
-        async def store(take: Take) -> None:
-            # Under the buffer's lock, in a shielded task: the messages and usage written are
-            # forgotten here, even when the agent is cancelled meanwhile, so no ending writes
-            # them again.
-            messages, usage = tuple(self._unsaved_messages), self.usage.unstored
-            await self._append(take, state=stored, messages=messages, usage=usage)
-            del self._unsaved_messages[: len(messages)]
-            self.usage.written(usage)
-
-        while True:
-            try:
-                await self.events.flush_with(store)
-                self._stored = stored
-                return
-            except DatabaseUnavailable as exc:  # the writer's next tick retries, later under load
-                log.debug("checkpoint not stored yet: %s", exc)
+        stored = self._encode(state, what="a checkpoint")
+        await self._store(state=stored)
 
     async def add_messages(self, messages: Sequence[Mapping[str, Any]]) -> None:
-        """Append to the thread's history with the next checkpoint (or the ending), redacted."""
+        """Append to the thread's history with the next checkpoint, effect record or the
+        ending, redacted."""
         if self.thread is None:
             raise ValueError("add_messages needs a run in a thread")
         checked = []
@@ -247,75 +207,92 @@ class Attempt:
             content = message.get("content")
             if isinstance(content, str) and len(content) > MAX_MESSAGE_CHARS:
                 raise ValueError(f"a thread message may hold at most {MAX_MESSAGE_CHARS} characters")
-            checked.append(self._redactor.data(dict(message)))
+            checked.append(self._encode(dict(message), what="a thread message"))
         self._unsaved_messages.extend(checked)
 
-    async def _append(
-        self,
-        take: Take,
-        *,
-        state: Any = None,
-        messages: Sequence[Mapping[str, Any]] = (),
-        usage: Usage | None = None,
-    ) -> None:
-        await self._write(
-            lambda redacted: self._writer.append(
-                run_id=self.run_id,
-                lease_id=self.lease_id,
-                take=redacted,
-                state=state,
-                messages=messages,
-                usage=usage,
-            ),
-            take,
-        )
+    def _encode(self, value: Any, *, what: str) -> str:
+        """``value`` redacted, as the JSON text a statement carries; a value that cannot be
+        stored fails the run (:meth:`_write_failed`) and raises :class:`InvalidData` here."""
+        try:
+            return self._encoder.value(value, what=what)
+        except InvalidData as exc:
+            self._write_failed(exc)
+            raise
 
-    async def _write(self, write: Callable[[Take], Awaitable[T]], take: Take) -> T:
-        """Every write of this attempt but the background ones: its events redacted when the
-        statement takes them; a lost lease stops the attempt."""
+    async def _store(self, *, state: str | None = None, effects: Sequence[tuple[str, str]] = ()) -> Stored:
+        """One commit of the run's buffered events with a checkpoint (``state``: the agent's, as
+        JSON) or effect records, its thread messages and its usage so far, sent at once; waits
+        out a database outage (the events stay buffered meanwhile). The waits passed are
+        stored with it when they changed: a replayed step does not pass its wait again."""
+
+        async def store(take: Take) -> Stored:
+            # Under the buffer's lock, in a shielded task: the messages and usage written are
+            # forgotten here, even when the agent is cancelled meanwhile, so no ending writes
+            # them again.
+            messages, usage, waits = tuple(self._unsaved_messages), self.usage.unstored, dict(self._waits)
+            checkpoint = None
+            if state is not None or waits != self._stored_waits:
+                checkpoint = self._encoder.checkpoint(self._stored_state if state is None else state, waits)
+            stored = await self._write(
+                lambda encoded: self._writer.append(
+                    lambda: Appended(self.run_id, self.lease_id, encoded(), checkpoint, messages, usage, effects)
+                ),
+                take,
+            )
+            del self._unsaved_messages[: len(messages)]
+            self.usage.written(usage)
+            if state is not None:
+                self._stored_state = state
+            self._stored_waits = waits
+            return stored
+
+        while True:
+            try:
+                return await self.events.flush_with(store)  # type: ignore[no-any-return]
+            except DatabaseUnavailable as exc:  # the writer retries, after a pause
+                log.debug("checkpoint not stored yet: %s", exc)
+
+    async def _write(self, write: Callable[[Callable[[], EncodedEvents]], Awaitable[T]], take: Take) -> T:
+        """Every write of this attempt but the background ones: its events encoded when the
+        statement takes them; a failed write stops the attempt as :meth:`_write_failed` says."""
         count = 0
 
-        def redacted() -> list[PendingEvent]:
+        def encoded() -> EncodedEvents:
             nonlocal count
-            events = self._redacted(take())
+            events = self._encoder.events(take())
             count = len(events)
             return events
 
         try:
-            result = await write(redacted)
-        except LeaseLost:
-            self.stop("lease_lost")
+            result = await write(encoded)
+        except Exception as exc:
+            self._write_failed(exc)
             raise
         EVENTS_APPENDED.inc(count)
         return result
 
-    def _append_in_background(self, take: BackgroundTake, written: Written) -> None:
+    def _append_in_background(self, take: BackgroundTake, written: Written, urgent: bool) -> None:
         """:meth:`_write` of the buffer's events alone, handed to the writer without waiting."""
         count = 0
 
-        def redacted() -> list[PendingEvent] | None:
+        def appended() -> Appended | None:
             nonlocal count
             events = take()
             if events is None:
                 return None
-            count = len(events)
-            return self._redacted(events)
+            encoded = self._encoder.events(events)
+            count = len(encoded)
+            return Appended(self.run_id, self.lease_id, encoded)
 
-        def done(outcome: int | BaseException) -> None:
-            if isinstance(outcome, LeaseLost):
-                self.stop("lease_lost")
+        def done(outcome: Stored | BaseException) -> None:
             if isinstance(outcome, BaseException):
+                self._write_failed(outcome)
                 written(outcome)
                 return
             EVENTS_APPENDED.inc(count)
             written(None)
 
-        self._writer.append_in_background(
-            run_id=self.run_id, lease_id=self.lease_id, take=redacted, done=done
-        )
-
-    def _redacted(self, events: list[PendingEvent]) -> list[PendingEvent]:
-        return [(type, self._redactor.data(data)) for type, data in events]
+        self._writer.append_in_background(appended, done, urgent=urgent)
 
     # -- waits -----------------------------------------------------------------------------
 
@@ -326,37 +303,43 @@ class Attempt:
             raise ValueError("a wait needs a name")
         if timeout_s is not None and not 0 <= timeout_s <= MAX_WAIT_S:  # NaN too
             raise ValueError(f"timeout_s must be between 0 and {MAX_WAIT_S:g} seconds")
-        json.dumps(payload)  # a payload that cannot be stored fails here, not in the batched ending
+        stored_payload = self._encode(payload, what=f"the payload of the wait {name!r}")
         occurrence = self._waits.get(name, 0) + 1
         self._waits[name] = occurrence
         recorded = await self._queue.find_waitpoint(run_id=self.run_id, name=name, occurrence=occurrence)
         if recorded is None:
+            # The checkpoint the resumed attempt starts from: the last one stored, whole (state,
+            # waits passed), since the resumed attempt runs the agent's code after it again.
+            self._wait_texts = (stored_payload, self._encoder.checkpoint(self._stored_state, self._stored_waits))
             raise WaitRequested(name, occurrence, payload, timeout_s)
         if recorded.timed_out:
             raise WaitTimedOut(f"the wait {name!r} timed out")
         return recorded.value
 
     def _wait(self, wait: WaitRequested) -> Wait:
-        """The waiting ending, with the checkpoint the resumed attempt starts from: the last one
-        stored, whole (state, budget counters, waits passed), since the resumed attempt runs the
-        agent's code after it again and counts what it counts again."""
-        return Wait(
-            name=wait.name,
-            occurrence=wait.occurrence,
-            payload=self._redactor.data(wait.payload),
-            timeout_s=wait.timeout_s,
-            checkpoint={"state": None, **self._stored},
-        )
+        """The waiting ending (its payload and checkpoint were encoded by :meth:`wait_for`)."""
+        return Wait(name=wait.name, occurrence=wait.occurrence, payload=None, timeout_s=wait.timeout_s)
 
     # -- effects, tools, budget -------------------------------------------------------------
 
     async def effect(self, key: str, fn: Callable[[], Awaitable[T]]) -> T:
-        found, result = await self._queue.find_effect(run_id=self.run_id, key=key)
-        if found:
-            return result  # type: ignore[no-any-return]
+        """``fn``'s result, recorded in the run's effect ledger before it is returned; ``fn``
+        runs only when no attempt recorded ``key``. The record, the events buffered by then,
+        the thread messages and the usage go in one commit, sent at once (a durable step)."""
+        if self._effects is None:
+            self._effects = await self._queue.effects_of(self.run_id)
+        if key in self._effects:
+            return self._effects[key]  # type: ignore[no-any-return]
         result = await fn()
-        await self._writer.record_effect(run_id=self.run_id, lease_id=self.lease_id, key=key, result=result)
-        return result
+        try:  # as it is: a replay must return what the live step returned, so not redacted
+            record = self._encoder.value(result, what=f"the record of effect {key!r}", redact=False)
+        except InvalidData as exc:
+            self._write_failed(exc)
+            raise
+        stored = await self._store(effects=[(key, record)])
+        kept = stored.kept.get(key, result)  # an earlier record of the key wins over this one
+        self._effects[key] = kept
+        return kept  # type: ignore[no-any-return]
 
     async def shell(self, command: str, *, timeout_s: float | None = None) -> ShellResult:
         self.raise_if_cancelled()
@@ -366,11 +349,10 @@ class Attempt:
         return result
 
     def count_turn(self) -> None:
-        self._count("turns")
+        self.usage.count_turn()
 
     def count_tool_call(self) -> None:
-        self._count("tool_calls")
-        self.usage.add(Usage(tool_calls=1))
+        self.usage.count_tool_call()
 
     def record_usage(
         self, *, input_tokens: int = 0, output_tokens: int = 0, model_calls: int = 0, tool_calls: int = 0
@@ -378,13 +360,7 @@ class Attempt:
         """Add what a model call (or a tool) consumed. Past ``budget.max_tokens`` the run stops
         at once (its tools are killed, ``cancelled`` turns true) and ends dead with
         ``budget_exceeded``, whatever the agent does with the exception raised here."""
-        self.usage.add(Usage(input_tokens, output_tokens, model_calls, tool_calls))
+        self.usage.record(Usage(*(int(n) for n in (input_tokens, output_tokens, model_calls, tool_calls))))
         if self.usage.over_budget:
             self._mark_stopped("budget")
             raise BudgetExceeded(self.usage.budget_message)
-
-    def _count(self, name: str) -> None:
-        self.counts[name] += 1
-        limit = self.budget.get(_LIMITS[name])
-        if limit is not None and self.counts[name] > int(limit):
-            raise BudgetExceeded(f"{_LIMITS[name]} of {limit} used up")

@@ -9,9 +9,9 @@ from typing import Any, Literal
 
 from app.agents.base import AgentError, BudgetExceeded, DeadlineExceeded, FatalError
 from app.domain import Finish, Wait
-from app.errors import DatabaseUnavailable, LeaseLost
+from app.errors import DatabaseUnavailable, InvalidData, LeaseLost
 
-StopReason = Literal["cancel", "lease_lost", "shutdown", "deadline", "budget"]
+StopReason = Literal["cancel", "lease_lost", "shutdown", "deadline", "budget", "invalid_data", "write_failed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,19 +34,27 @@ def decide(
     *,
     deadline_message: Callable[[], str],
     budget_message: Callable[[], str],
+    failure: str | None = None,
 ) -> Finish | None:
     """The ending of this attempt, or ``None`` when its lease is lost: the claim belongs to
     someone else now, and this worker writes nothing more for it.
 
     A stop wins over how the agent ended only if the agent did not return: a value returned
     before a late cancel is still the run's output. A wait is a clean end like a return,
-    except that a cancel, a deadline or a passed ``max_tokens`` still wins over it. A lost lease wins over everything.
+    except that a cancel, a deadline or a passed ``max_tokens`` still wins over it. A lost lease wins over everything;
+    then a write of the run that failed (``failure`` says why), whatever the agent did after
+    it: a value that could not be stored ends it dead (``invalid_data``, retrying would fail
+    again), another failed write ends the attempt (its events are gone, so it is retried).
     The messages are asked for only when the run ends on that stop (formatting them for every
     run costs more than a microsecond).
     """
     error = ended.error
     if stop == "lease_lost" or isinstance(error, LeaseLost):
         return None
+    if stop == "invalid_data" or isinstance(error, InvalidData):
+        return Finish.dead(InvalidData.code, failure or str(error))
+    if stop == "write_failed":
+        return Finish.retry("write_failed", failure or "a write of the run failed")
     if ended.wait is not None and stop not in ("cancel", "deadline", "budget"):
         return Finish.waiting(ended.wait)
     if not ended.returned:

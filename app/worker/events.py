@@ -3,9 +3,12 @@
 A model streams dozens of deltas a second; one row per token would make the event log and
 the NOTIFY traffic scale with tokens. Consecutive ``message.delta`` events are merged into
 one, and everything the run buffered goes out with the worker's next event statement (see
-:mod:`app.worker.writer`), which takes it only when that statement is built. The agent never
-waits for a write: a database that is down or busy delays its events, it never stops the
-model stream; the events stay buffered, in order, and go with the next statement.
+:mod:`app.worker.writer`), which takes it only when that statement is built: on the writer's
+tick for tokens, at once for any other event (a follower waits for a ``tool.result``, not for a
+tick). The agent never waits for a write: a database that is down or busy delays its events, it
+never stops the model stream; the events stay buffered, in order, and go with the next statement.
+An event's data is buffered as the attempt hands it over: a token's as a dict (merged with the
+next), any other's as JSON text already (encoded when it was emitted, app/worker/attempt.py).
 
 A background write is handed to the writer with a callback, not awaited by a task of its own:
 a streaming run adds about one delta per tick, and a task, a future and a chain of coroutines
@@ -16,14 +19,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from app.errors import DatabaseUnavailable, LeaseLost
+from app.errors import DatabaseUnavailable, InvalidData, LeaseLost
 
 DELTA = "message.delta"
+# Deltas merged into one no larger than this (the attempt asks for a sixteenth of the largest
+# value a run may store: a character is at most six bytes of JSON), however long a run streams
+# between two statements.
+MAX_MERGED_CHARS = 1 << 19
 
-PendingEvent = tuple[str, dict[str, Any]]
+PendingEvent = tuple[str, Any]  # (type, data): a delta's dict, or any other event's JSON text
 Take = Callable[[], list[PendingEvent]]
 # A write is handed ``take`` and calls it when its statement is built; the buffer's events
 # up to then are the ones written.
@@ -32,7 +39,7 @@ Write = Callable[[Take], Awaitable[Any]]
 # statement) and the callback that gets the statement's outcome, ``None`` or its error.
 BackgroundTake = Callable[[], list[PendingEvent] | None]
 Written = Callable[[BaseException | None], None]
-Submit = Callable[[BackgroundTake, Written], None]
+Submit = Callable[[BackgroundTake, Written, bool], None]  # the bool: urgent
 
 log = logging.getLogger(__name__)
 
@@ -48,51 +55,63 @@ class EventBuffer:
     """
 
     def __init__(
-        self, submit: Submit, *, on_background_error: Callable[[BaseException], None] | None = None
+        self,
+        submit: Submit,
+        *,
+        on_background_error: Callable[[BaseException], None] | None = None,
+        max_merged_chars: int = MAX_MERGED_CHARS,
     ) -> None:
         self._submit: Submit | None = submit  # None once closed
+        self._max_merged_chars = max_merged_chars
         # a function, not a method of the buffer's owner: this buffer must not hold its attempt
         # once closed (see close)
         self._on_background_error = on_background_error or report_background_error
         self._events: list[PendingEvent] = []
+        self._urgent = False  # an event of _events is not a token: it goes at once
         self._lock = asyncio.Lock()
         self._background = False  # a background write is handed over and not settled yet
         self._taken: list[PendingEvent] = []  # by that write, put back if the database is down
         self._settled: asyncio.Future[None] | None = None  # for a locked write waiting for it
 
-    def add(self, type: str, data: Mapping[str, Any]) -> None:
-        """Buffer an event; it is written by the worker's next event statement."""
+    def add(self, type: str, data: Any) -> None:
+        """Buffer an event: a token (its data a dict, merged with the one before when it can
+        be) goes with the worker's next event statement, any other event (its data as its
+        attempt encoded it) at once."""
         if type == DELTA:
             self._coalesce(dict(data))
         else:
-            self._events.append((type, dict(data)))
+            self._events.append((type, data))
+            self._urgent = True
         self._write_in_background()
 
     def _coalesce(self, data: dict[str, Any]) -> None:
         if self._events and self._events[-1][0] == DELTA:
             last = self._events[-1][1]
-            if {k: v for k, v in last.items() if k != "text"} == {
-                k: v for k, v in data.items() if k != "text"
-            }:
-                last["text"] = str(last.get("text", "")) + str(data.get("text", ""))
+            text, more = str(last.get("text", "")), str(data.get("text", ""))
+            if len(text) + len(more) <= self._max_merged_chars and {
+                k: v for k, v in last.items() if k != "text"
+            } == {k: v for k, v in data.items() if k != "text"}:
+                last["text"] = text + more
                 return
         self._events.append((DELTA, data))
 
     def _write_in_background(self) -> None:
         if self._events and self._submit is not None and not (self._background or self._lock.locked()):
             self._background = True
-            self._submit(self._take_background, self._background_written)
+            self._submit(self._take_background, self._background_written, self._urgent)
 
     def _take_background(self) -> list[PendingEvent] | None:
         if self._submit is None or not self._events:  # closed: the final statement takes them
             self._settle()
             return None
         self._taken, self._events = self._events, []
+        self._urgent = False
         return self._taken
 
     def _background_written(self, error: BaseException | None) -> None:
         if isinstance(error, DatabaseUnavailable):  # kept, in order: the next statement retries
             self._events[:0] = self._taken
+            self._urgent = self._urgent or any(type != DELTA for type, _ in self._taken)
         self._taken = []
         self._settle()
         if error is not None:
@@ -129,12 +148,14 @@ class EventBuffer:
                 def take() -> list[PendingEvent]:
                     nonlocal taken
                     taken, self._events = self._events, []
+                    self._urgent = False
                     return taken
 
                 try:
                     return await write(take)
                 except DatabaseUnavailable:
                     self._events[:0] = taken  # written by the next statement, or by the final one
+                    self._urgent = self._urgent or any(type != DELTA for type, _ in taken)
                     raise
         finally:
             self._write_in_background()  # what the agent added while the lock was held
@@ -153,6 +174,8 @@ def report_background_error(exc: BaseException) -> None:
         return  # the attempt's writes stop the run on it
     if isinstance(exc, DatabaseUnavailable):
         return  # kept for the next statement; the writer logs each failed one
+    if isinstance(exc, InvalidData):
+        return  # its run ends dead, the reason in its ending
     log.error("buffered events not written", exc_info=exc)
 
 

@@ -71,6 +71,7 @@ async def serve(
             redactor=Redactor(settings.redact_roots),
             poll_s=settings.poll_s,
             lease_s=settings.lease_s,
+            max_data_bytes=settings.max_data_bytes,
         )
         sender = sender_from_settings(queue, settings)
         wakeup = Wakeup(

@@ -1,5 +1,6 @@
 """Housekeeping every worker runs: expired leases, timed-out waits, abandoned interactive runs,
-due schedules, retention.
+due schedules, partitions, retention. Each step goes on its own: a step that fails is logged
+and counted (``runq_maintenance_errors_total{step}``), and the steps after it still run.
 
 Every worker runs it; the queue's statements take a transaction-scoped advisory lock, so
 one pass acts at a time cluster-wide and a stalled worker never stops the others reaping.
@@ -11,11 +12,13 @@ import asyncio
 import logging
 import random
 import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from app.errors import DatabaseUnavailable
 from app.metrics import (
     EVENT_PARTITIONS,
+    MAINTENANCE_ERRORS,
     REAPER_RESCUES,
     RESUMES,
     RUNS_PURGED,
@@ -35,26 +38,59 @@ HISTORY_EVERY_S = 60.0  # partitions change by the day: a process looks at them 
 
 
 async def reap_once(queue: Queue, *, retention_s: float, history: bool = True) -> None:
+    """One pass: each step on its own, so one that fails (a row it cannot handle is already
+    left out, app/queue/rowwise.py) never stops the steps after it."""
+    steps: list[tuple[str, Callable[[], Awaitable[object]]]] = [
+        ("expired_leases", lambda: _requeue_expired(queue)),
+        ("workers", queue.forget_stale_workers),
+        ("wait_timeouts", lambda: _time_out_waits(queue)),
+        ("abandoned_runs", lambda: _cancel_abandoned(queue)),
+        ("schedules", lambda: _fire_schedules(queue)),
+    ]
+    if history:
+        steps.append(("partitions", lambda: keep_partitions(queue, retention_s=retention_s)))
+    if retention_s > 0:
+        steps.append(("retention", lambda: purge_past_retention(queue, older_than_s=retention_s)))
+    unavailable: DatabaseUnavailable | None = None
+    for name, step in steps:
+        try:
+            await step()
+        except DatabaseUnavailable as exc:  # the next steps would fail alike: the pass is over
+            unavailable = exc
+            break
+        except Exception:
+            MAINTENANCE_ERRORS.labels(step=name).inc()
+            log.exception("reaper step %s failed; the other steps go on", name)
+    if unavailable is not None:
+        raise unavailable
+
+
+async def _requeue_expired(queue: Queue) -> None:
     for run in await queue.reap_expired():
         REAPER_RESCUES.labels(outcome=run.status.value).inc()
         if run.is_terminal:  # its worker is gone: nobody else counts this ending
             count_ending(run)
         log.info("expired lease of run %s handled: now %s", run.id, run.status.value)
+
+
+async def _time_out_waits(queue: Queue) -> None:
     for resumed in await queue.resume_expired_waits():
         RESUMES.labels(outcome="timed_out").inc()
         WAIT_SECONDS.observe(resumed.waited_s)
         log.info("wait %s of run %s timed out: resumed", resumed.waitpoint_id, resumed.run.id)
+
+
+async def _cancel_abandoned(queue: Queue) -> None:
     for run in await queue.cancel_abandoned():
         if run.is_terminal:  # a pending or waiting run, cancelled here; a leased one by its worker
             count_ending(run)
         log.info("run %s abandoned by its subscribers: cancel requested", run.id)
+
+
+async def _fire_schedules(queue: Queue) -> None:
     for schedule_id, run_id in await queue.fire_due_schedules():
         SCHEDULE_RUNS.inc()
         log.info("schedule %s created run %s", schedule_id, run_id)
-    if history:
-        await keep_partitions(queue, retention_s=retention_s)
-    if retention_s > 0:
-        await purge_past_retention(queue, older_than_s=retention_s)
 
 
 async def keep_partitions(queue: Queue, *, retention_s: float) -> None:

@@ -33,6 +33,7 @@ from app.guards.redact import Redactor
 from app.logs import log_context
 from app.metrics import CLAIM_LATENCY, LEASES_LOST, PICKUP_LATENCY, RUNS_CLAIMED, count_ending
 from app.queue import Queue
+from app.queue.codec import MAX_DATA_BYTES
 from app.worker.attempt import Attempt
 from app.worker.decide import AgentEnded, decide
 from app.worker.lease import Heartbeat
@@ -58,8 +59,10 @@ class Runner:
         redactor: Redactor,
         poll_s: float,
         lease_s: float,
+        max_data_bytes: int = MAX_DATA_BYTES,
     ) -> None:
         self._queue = queue
+        self._max_data_bytes = max_data_bytes
         self._writer = Writer(queue)
         self._heartbeat = heartbeat
         self._worker_id = worker_id
@@ -280,6 +283,7 @@ class Runner:
             writer=self._writer,
             redactor=self._redactor,
             loop=asyncio.get_running_loop(),
+            max_data_bytes=self._max_data_bytes,
         )
         previous = self._attempts.get(run.id)
         if previous is not None:
@@ -295,6 +299,7 @@ class Runner:
                 attempt.stop_reason,
                 deadline_message=lambda: _deadline_message(run),
                 budget_message=lambda: attempt.usage.budget_message,
+                failure=attempt.failure,
             )
             if finish is None:
                 LEASES_LOST.inc()
@@ -356,6 +361,9 @@ class Runner:
                 wait = backoff.next()
                 log.warning("ending not written yet, retrying in %.1f s: %s", wait, exc)
                 await asyncio.sleep(wait)
+            except Exception:  # the writer logged it; the reaper ends the run once its lease expires
+                log.error("ending not written, leaving the run to the reaper")
+                return
         count_ending(finished)
         # Success is the common case: at debug only (one line per run is a measurable cost).
         log.log(

@@ -24,7 +24,12 @@ from app.errors import DatabaseUnavailable, RunNotFound
 from app.guards.redact import redact
 from app.guards.signing import SecretUnreadable, TenantSecrets, signature_headers
 from app.guards.ssrf import UrlGuard, UrlRefused
-from app.metrics import WEBHOOK_DELIVERIES, WEBHOOK_LATENCY, WEBHOOK_REQUEST_SECONDS
+from app.metrics import (
+    MAINTENANCE_ERRORS,
+    WEBHOOK_DELIVERIES,
+    WEBHOOK_LATENCY,
+    WEBHOOK_REQUEST_SECONDS,
+)
 from app.queue import DeliveryJob, Queue
 from app.queue.webhooks import Outcome
 from app.settings import Settings
@@ -95,6 +100,10 @@ class WebhookSender:
         except DatabaseUnavailable as exc:
             log.warning("webhook deliveries not claimed: %s", exc)
             return 0
+        except Exception:  # the sender goes on: it is every tenant's
+            MAINTENANCE_ERRORS.labels(step="webhooks").inc()
+            log.exception("webhook deliveries not claimed")
+            return 0
         for job in jobs:
             task = asyncio.create_task(self._deliver(client, job))
             self._sending.add(task)
@@ -125,14 +134,20 @@ class WebhookSender:
         except DatabaseUnavailable as exc:
             log.warning("webhook delivery %s postponed: %s", delivery.id, exc)
             return  # its lease runs out and it is taken again
-        body = json.dumps(
-            {
-                "type": delivery.event_type,
-                "run": RunOut.of(run).model_dump(mode="json"),
-                "event": EventOut.of(job.event).model_dump(mode="json"),
-            },
-            separators=(",", ":"),
-        )
+        try:
+            body = json.dumps(
+                {
+                    "type": delivery.event_type,
+                    "run": RunOut.of(run).model_dump(mode="json"),
+                    "event": EventOut.of(job.event).model_dump(mode="json"),
+                },
+                separators=(",", ":"),
+            )
+        except Exception as exc:  # a row no body can be made of: failed, visible, not retried forever
+            MAINTENANCE_ERRORS.labels(step="webhooks").inc()
+            log.exception("webhook delivery %s: no body can be made of its run", delivery.id)
+            await self._settle(job, "failed", None, f"no body can be made of the run: {type(exc).__name__}: {exc}")
+            return
         headers = signature_headers(secrets_=secrets, msg_id=str(delivery.id), body=body) | {
             "content-type": "application/json",
             "user-agent": USER_AGENT,

@@ -7,15 +7,23 @@ from the statement's result lost its lease (that run alone: the others commit).
 
 Endings (:meth:`Queue.finish_many`) go out at once, after one turn of the event loop, so a
 lone ending is not delayed and endings that arrive while one statement is out share the next.
-Event appends and checkpoints (:meth:`Queue.append_events_many`) go out on a tick: every
-``EVENTS_INTERVAL_S`` one statement takes what all the runs buffered by then, whatever their
-number, so commits per second grow with worker processes, not with runs or tokens. A run has
-one write out at a time (its :class:`~app.worker.events.EventBuffer` sees to it): while its
-statement is out, its new deltas are coalesced and ride the next one. A run's background
-writes are handed over with a callback (:meth:`Batcher.submit`), with no task or future of
-their own. When the database is
-slow and two statements are already out, the tick waits for one of them: the interval
-stretches instead of statements queueing, and every run's next write carries more.
+Event appends (:meth:`Queue.append_events_many`) go out on a tick: every ``EVENTS_INTERVAL_S``
+one statement takes what all the runs buffered by then, whatever their number, so commits per
+second grow with worker processes, not with runs or tokens. A write someone waits for (a
+checkpoint, a step's record) or an event a follower waits for (anything but a token) is
+*urgent*: it goes out at once, with whatever every other run buffered meanwhile (group commit),
+unless ``max_in_flight`` statements are out, and then with the next one to leave when one of
+them comes back: never after a fixed wait. A run has one write out at a time (its
+:class:`~app.worker.events.EventBuffer` sees to it): while its statement is out, its new deltas
+are coalesced and ride the next one. A run's background writes are handed over with a callback
+(:meth:`Batcher.submit`), with no task or future of their own.
+
+**One run's fault stays its own.** Every value an item carries is JSON text already, encoded
+by its run's attempt before the item joins a batch (``app/worker/attempt.py``), so a value that
+cannot be stored fails that run alone, there. Should PostgreSQL refuse a statement all the same,
+:meth:`Batcher._send` splits it until the run at fault is alone: every other run is written as
+if it had been alone, and that run's write fails with :class:`InvalidData` (a value PostgreSQL
+refused) or with the error itself. Only an unreachable database fails every run of a statement.
 """
 
 from __future__ import annotations
@@ -28,9 +36,10 @@ from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
 
 from app import tracing
-from app.domain import Finish, Finished, Usage
-from app.errors import LeaseLost
-from app.queue import Appended, Ended, NewEvents, NewMessages, Queue
+from app.db.errors import refused_data
+from app.domain import Finished
+from app.errors import DatabaseUnavailable, InvalidData, LeaseLost
+from app.queue import Appended, Ended, Queue, Stored
 
 # Endings per statement: a worker of 128 slots drained no-op runs 6 % faster ending up to 128 at
 # once than up to 64, and no faster with more (docs/benchmarks.md).
@@ -51,7 +60,7 @@ class _Item(Protocol):
 
 ItemT = TypeVar("ItemT", bound=_Item)
 ResultT = TypeVar("ResultT")
-Take = Callable[[], NewEvents]
+Done = Callable[[Any], None]
 
 
 class Batcher(Generic[ItemT, ResultT]):
@@ -60,9 +69,10 @@ class Batcher(Generic[ItemT, ResultT]):
 
     A caller hands over ``take``, called when the statement is built, not when the caller
     arrives: whatever its run buffered until then rides along. A caller cancelled before
-    that is left out, and its ``take`` is never called. A statement starts at most every
-    ``interval_s``, with up to ``max_in_flight`` of them out at once; when that many are out,
-    the next waits for one to come back.
+    that is left out, and its ``take`` is never called; a ``take`` that raises fails its own
+    caller only. A statement starts at most every ``interval_s`` (at once for an urgent item),
+    with up to ``max_in_flight`` of them out at once; when that many are out, the next waits
+    for one to come back.
     """
 
     def __init__(
@@ -81,23 +91,34 @@ class Batcher(Generic[ItemT, ResultT]):
         self._failed_interval_s = max(failed_interval_s, interval_s)
         self._max_in_flight = max_in_flight
         self._max_batch = max_batch
-        self._pending: list[tuple[Callable[[], ItemT | None], Callable[[Any], None]]] = []
+        self._pending: list[tuple[Callable[[], ItemT | None], Done]] = []
+        self._urgent = False  # an item of _pending may not wait for the tick
+        self._hurry: asyncio.Future[None] | None = None  # the tick's wait, ended early by an urgent item
         self._writer: asyncio.Task[None] | None = None
         self._in_flight: set[asyncio.Task[None]] = set()
-        self._next_at = float("-inf")
+        self._next_at = float("-inf")  # the tick
+        self._calm_until = float("-inf")  # after a failed statement
 
-    async def write(self, take: Callable[[], ItemT]) -> ResultT:
+    async def write(self, take: Callable[[], ItemT], *, urgent: bool = False) -> ResultT:
         future: asyncio.Future[ResultT] = asyncio.get_running_loop().create_future()
-        self.submit(lambda: None if future.done() else take(), partial(_settle, future))
+        self.submit(lambda: None if future.done() else take(), partial(_settle, future), urgent=urgent)
         return await future
 
     def submit(
-        self, take: Callable[[], ItemT | None], done: Callable[[ResultT | BaseException], None]
+        self,
+        take: Callable[[], ItemT | None],
+        done: Callable[[ResultT | BaseException], None],
+        *,
+        urgent: bool = False,
     ) -> None:
         """:meth:`write` without waiting: ``done`` gets the run's result, or the exception that
         stands for it (:class:`LeaseLost` included). ``take`` returning ``None`` leaves the caller
         out of the statement, and ``done`` is not called."""
         self._pending.append((take, done))
+        if urgent:
+            self._urgent = True
+            if self._hurry is not None and not self._hurry.done():
+                self._hurry.set_result(None)
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._drain(), name=self._name)
 
@@ -105,19 +126,19 @@ class Batcher(Generic[ItemT, ResultT]):
         tracing.detach()  # started by one run's write, it writes for all of them
         loop = asyncio.get_running_loop()
         while True:
-            # at least one turn of the loop: items added in this same turn join the batch
-            await asyncio.sleep(max(self._next_at - loop.time(), 0.0))
+            await self._tick(loop)
             while len(self._in_flight) >= self._max_in_flight:
                 await asyncio.wait(self._in_flight, return_when=asyncio.FIRST_COMPLETED)
             if not self._pending:
                 return
             cut = len(self._pending) if self._max_batch is None else self._max_batch
             batch, self._pending = self._pending[:cut], self._pending[cut:]
-            items: list[tuple[ItemT, Callable[[Any], None]]] = []
+            self._urgent = False
+            items: list[tuple[ItemT, Done]] = []
             for take, done in batch:
                 try:
                     item = take()
-                except Exception as exc:
+                except Exception as exc:  # e.g. a value its run cannot store: that run's alone
                     done(exc)
                     continue
                 if item is not None:  # None: e.g. its caller was cancelled while it waited
@@ -132,30 +153,66 @@ class Batcher(Generic[ItemT, ResultT]):
                 self._in_flight.add(task)
                 task.add_done_callback(self._in_flight.discard)
 
-    async def _send(self, items: list[tuple[ItemT, Callable[[Any], None]]]) -> None:
+    async def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Until the next statement may start: at least one turn of the loop (items added in
+        this same turn join the batch), at most until the tick, at once for an urgent item;
+        after a failed statement, not before the database had some air, urgent or not."""
+        while True:
+            now = loop.time()
+            until = self._calm_until if self._urgent else max(self._next_at, self._calm_until)
+            if until <= now:
+                await asyncio.sleep(0)
+                return
+            self._hurry = loop.create_future()
+            timer = loop.call_later(until - now, _settle, self._hurry, None)
+            try:
+                await self._hurry
+            finally:
+                timer.cancel()
+                self._hurry = None
+
+    async def _send(self, items: list[tuple[ItemT, Done]]) -> None:
         try:
             written = await self._write_many([item for item, _ in items])
-        except Exception as exc:  # each caller handles it as it would from its own statement
-            # give a struggling database air before the next statement
-            self._next_at = asyncio.get_running_loop().time() + self._failed_interval_s
-            for _, done in items:
-                done(exc)
+        except Exception as exc:
+            if isinstance(exc, DatabaseUnavailable) or len(items) == 1:
+                self._failed(items, exc)
+                return
+            # PostgreSQL refused something of one run (we cannot tell which from here): each
+            # half again, until the run at fault is alone and the others are written
+            log.warning("%s: a statement of %d runs refused, written in halves: %s", self._name, len(items), exc)
+            half = len(items) // 2
+            await self._send(items[:half])
+            await self._send(items[half:])
             return
         for item, done in items:
             result = written.get(item.run_id)
             done(LeaseLost(str(item.run_id)) if result is None else result)
 
+    def _failed(self, items: list[tuple[ItemT, Done]], exc: Exception) -> None:
+        """Each caller handles it as it would from its own statement."""
+        if isinstance(exc, DatabaseUnavailable):  # one line per statement, not one per run
+            log.warning("%s: %d runs not written: %s", self._name, len(items), exc)
+            # give a struggling database air before the next statement
+            self._calm_until = asyncio.get_running_loop().time() + self._failed_interval_s
+        elif refused_data(exc):
+            exc = InvalidData(f"PostgreSQL refused the run's data: {exc}")
+        else:
+            log.error("%s: the write of run %s failed", self._name, items[0][0].run_id, exc_info=exc)
+        for _, done in items:
+            done(exc)
+
 
 class Writer:
-    """Where an attempt's writes go: one object per worker, shared by all its runs."""
+    """Where an attempt's writes go: one object per worker, shared by all its runs. Each run
+    builds its own items (its values encoded, app/worker/attempt.py); the writer batches them."""
 
     def __init__(self, queue: Queue) -> None:
-        self._queue = queue
         self._endings: Batcher[Ended, Finished] = Batcher(queue.finish_many, name="runq-endings")
         # One item per run at a time (a run's writes are serialised by its event buffer), so a
         # worker's runs all fit in one statement.
-        self._appends: Batcher[Appended, int] = Batcher(
-            self._append_many,
+        self._appends: Batcher[Appended, Stored] = Batcher(
+            queue.append_events_many,
             name="runq-events",
             interval_s=EVENTS_INTERVAL_S,
             failed_interval_s=EVENTS_FAILED_INTERVAL_S,
@@ -163,68 +220,22 @@ class Writer:
             max_batch=None,
         )
 
-    async def append(
-        self,
-        *,
-        run_id: uuid.UUID,
-        lease_id: uuid.UUID,
-        take: Take,
-        state: Any = None,
-        messages: NewMessages = (),
-        usage: Usage | None = None,
-    ) -> int:
-        """The run's buffered events (with a ``state``, also its checkpoint, thread messages
-        and the ``usage`` since the last one) on the next tick; its last seq, or
-        :class:`LeaseLost` if the claim is no longer ours."""
-        return await self._appends.write(
-            lambda: Appended(run_id, lease_id, take(), state, messages=messages, usage=usage)
-        )
+    async def append(self, take: Callable[[], Appended]) -> Stored:
+        """A write the attempt waits for (a checkpoint, a step's record, with the run's buffered
+        events): urgent. :class:`LeaseLost` if the claim is no longer ours."""
+        return await self._appends.write(take, urgent=True)
 
-    async def finish(
-        self,
-        *,
-        run_id: uuid.UUID,
-        lease_id: uuid.UUID,
-        finish: Finish,
-        take: Take,
-        messages: NewMessages = (),
-        usage: Usage | None = None,
-    ) -> Finished:
-        """End the attempt with its buffered events, thread messages and the usage since its
-        last checkpoint (batched with the other runs' endings); :class:`LeaseLost` if the claim
-        is no longer ours."""
-        return await self._endings.write(
-            lambda: Ended(run_id, lease_id, finish, take(), messages=messages, usage=usage)
-        )
+    async def finish(self, take: Callable[[], Ended]) -> Finished:
+        """End the attempt (batched with the other runs' endings); :class:`LeaseLost` if the
+        claim is no longer ours."""
+        return await self._endings.write(take)
 
     def append_in_background(
-        self,
-        *,
-        run_id: uuid.UUID,
-        lease_id: uuid.UUID,
-        take: Callable[[], NewEvents | None],
-        done: Callable[[int | BaseException], None],
+        self, take: Callable[[], Appended | None], done: Callable[[Stored | BaseException], None], *, urgent: bool
     ) -> None:
-        """:meth:`append` of events alone, without waiting: ``done`` gets the run's last seq or
-        the exception in its place; ``take`` returning ``None`` leaves the run out."""
-
-        def appended() -> Appended | None:
-            events = take()
-            return None if events is None else Appended(run_id, lease_id, events)
-
-        self._appends.submit(appended, done)
-
-    async def record_effect(
-        self, *, run_id: uuid.UUID, lease_id: uuid.UUID, key: str, result: Any
-    ) -> None:
-        await self._queue.record_effect(run_id=run_id, lease_id=lease_id, key=key, result=result)
-
-    async def _append_many(self, appended: Sequence[Appended]) -> dict[uuid.UUID, int]:
-        try:
-            return await self._queue.append_events_many(appended)
-        except Exception as exc:  # one line per statement, not one per run
-            log.warning("events of %d runs not written: %s", len(appended), exc)
-            raise
+        """:meth:`append` of buffered events alone, without waiting: ``done`` gets what was
+        stored or the exception in its place; ``take`` returning ``None`` leaves the run out."""
+        self._appends.submit(take, done, urgent=urgent)
 
 
 def _settle(future: asyncio.Future[Any], outcome: Any) -> None:

@@ -122,6 +122,7 @@ class FakeRunContext:
     async def effect(self, key: str, fn: Callable[[], Awaitable[T]]) -> T:
         if key not in self.effects:
             self.effects[key] = await fn()
+            self._stored_passed = dict(self.passed)  # the waits passed go with the record
         return self.effects[key]  # type: ignore[no-any-return]
 
     def count_turn(self) -> None:

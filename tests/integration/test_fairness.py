@@ -27,7 +27,7 @@ async def backlog(queue: Queue, tenant_id: str, n: int, *, priority: int = 0) ->
 
 
 async def complete_all(queue: Queue, claims: list[Claim]) -> None:
-    await queue.finish_many([Ended(c.run.id, c.lease_id, Finish.done(None)) for c in claims])
+    await queue.finish_many([Ended.encoded(c.run.id, c.lease_id, Finish.done(None)) for c in claims])
 
 
 async def pass_time(engine: AsyncEngine, seconds: float) -> None:

@@ -53,7 +53,7 @@ async def test_threads_list_and_show(queue: Queue, database_url: str) -> None:
     run, _, _ = await queue.enqueue_in_thread(thread.id, NewRun(tenant_id="acme", agent="demo", input={}))
     claim = (await queue.claim_batch(worker_id="w1", limit=1))[0]
     said = ({"role": "user", "content": "hello there"}, {"role": "assistant", "content": "hi"})
-    await queue.finish_many([Ended(run.id, claim.lease_id, Finish.done({}), (), said)])
+    await queue.finish_many([Ended.encoded(run.id, claim.lease_id, Finish.done({}), (), said)])
 
     listed = json.loads(runq(database_url, "threads", "list", "--json").stdout)
     assert [(t["id"], t["message_count"], t["busy"]) for t in listed] == [(str(thread.id), 2, False)]

@@ -20,7 +20,7 @@ async def test_output_effect_checkpoint_and_resume_value_round_trip(queue: Queue
     run, _ = await queue.enqueue(NewRun(tenant_id="t1", agent="demo", input={}))
     (first,) = await queue.claim_batch(worker_id="w1", limit=1)
     await queue.record_effect(run_id=run.id, lease_id=first.lease_id, key="k", result=value)
-    assert await queue.find_effect(run_id=run.id, key="k") == (True, value)
+    assert await queue.effects_of(run.id) == {"k": value}
 
     wait = Wait(name="approval", occurrence=1, payload=value, timeout_s=60.0, checkpoint={"state": value, "waits": {}})
     await queue.finish(run_id=run.id, lease_id=first.lease_id, finish=Finish.waiting(wait))

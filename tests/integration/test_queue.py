@@ -339,7 +339,7 @@ async def _assert_stale_claim_changes_nothing(queue: Queue, stale: Claim) -> Non
         before.status, before.locked_until, before.last_event_seq,
     )
     assert await events_of(queue, run_id) == before_events
-    assert await queue.find_effect(run_id=run_id, key="k") == (False, None)
+    assert await queue.effects_of(run_id) == {}
 
 
 @pytest.mark.parametrize("second_worker", ["w2", "w1"])  # also the same worker id re-claiming
@@ -491,10 +491,10 @@ async def test_checkpoint_is_handed_back_on_the_next_claim(queue: Queue, engine:
 async def test_effect_ledger_records_once(queue: Queue) -> None:
     run_id = await enqueue(queue)
     claim = await claim_one(queue)
-    assert await queue.find_effect(run_id=run_id, key="email") == (False, None)
+    assert await queue.effects_of(run_id) == {}
     await queue.record_effect(run_id=run_id, lease_id=claim.lease_id, key="email", result={"sent": 1})
     await queue.record_effect(run_id=run_id, lease_id=claim.lease_id, key="email", result={"sent": 2})
-    assert await queue.find_effect(run_id=run_id, key="email") == (True, {"sent": 1})
+    assert await queue.effects_of(run_id) == {"email": {"sent": 1}}
 
 
 async def test_tenant_cap_skips_tenants_at_their_cap(queue: Queue) -> None:

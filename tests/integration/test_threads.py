@@ -48,7 +48,7 @@ async def history(queue: Queue, thread_id: uuid.UUID) -> list[dict[str, object]]
 
 async def checkpoint_with(queue: Queue, claim: Claim, *messages: dict[str, object]) -> None:
     written = await queue.append_events_many(
-        [Appended(claim.run.id, claim.lease_id, (("message.completed", {"text": "x"}),), {"s": 1}, messages)]
+        [Appended.encoded(claim.run.id, claim.lease_id, (("message.completed", {"text": "x"}),), {"s": 1}, messages)]
     )
     assert claim.run.id in written
 
@@ -196,7 +196,7 @@ async def test_interrupt_cancels_the_runs_in_flight_and_keeps_their_messages(que
     assert (still.status, still.cancel_reason) == (Status.LEASED, "interrupted") and still.cancel_requested_at
     assert await queue.claim_batch(worker_id="w2", limit=5) == []  # the new run waits for the leased one
     # The worker notices and ends it cancelled, with the message it added since its checkpoint.
-    await queue.finish_many([Ended(leased_id, leased.lease_id, Finish.cancelled(), (), (user("second"),))])
+    await queue.finish_many([Ended.encoded(leased_id, leased.lease_id, Finish.cancelled(), (), (user("second"),))])
     assert await history(queue, thread_id) == [user("first"), user("second")]
     assert (await claim_one(queue)).run.id == new_id
     events = [e.type for e in await queue.read_events(waiting_id)]
@@ -209,7 +209,7 @@ async def test_rollback_leaves_the_history_byte_identical(queue: Queue, engine: 
     done = await claim_one(queue)
     await checkpoint_with(queue, done, user("kept"), {"role": "assistant", "content": None, "tool_calls": [
         {"id": "c1", "type": "function", "function": {"name": "shell", "arguments": "{\"command\": \"ls\"}"}}]})  # fmt: skip
-    await queue.finish_many([Ended(done_id, done.lease_id, Finish.done({}), (), ({"role": "tool", "tool_call_id": "c1", "content": "ünï"},))])  # fmt: skip
+    await queue.finish_many([Ended.encoded(done_id, done.lease_id, Finish.done({}), (), ({"role": "tool", "tool_call_id": "c1", "content": "ünï"},))])  # fmt: skip
 
     async def raw() -> str:
         async with engine.connect() as conn:
@@ -230,7 +230,7 @@ async def test_rollback_leaves_the_history_byte_identical(queue: Queue, engine: 
     assert (await queue.get_thread(thread_id, tenant_id=TENANT)).message_count == count == 3
     # A run being rolled back stores nothing more, whether from a checkpoint or its ending.
     await checkpoint_with(queue, leased, user("late checkpoint"))
-    await queue.finish_many([Ended(rolled, leased.lease_id, Finish.cancelled(), (), (user("late ending"),))])
+    await queue.finish_many([Ended.encoded(rolled, leased.lease_id, Finish.cancelled(), (), (user("late ending"),))])
     assert await raw() == before
     for run_id in (rolled, queued):
         run = await queue.get_run(run_id, tenant_id=TENANT)
@@ -249,7 +249,7 @@ async def test_rollback_after_an_interrupt_removes_the_interrupted_runs_messages
     await thread_run(queue, thread_id, Strategy.INTERRUPT)
     await thread_run(queue, thread_id, Strategy.ROLLBACK)
     assert await history(queue, thread_id) == []
-    await queue.finish_many([Ended(first, leased.lease_id, Finish.cancelled(), (), (user("two"),))])
+    await queue.finish_many([Ended.encoded(first, leased.lease_id, Finish.cancelled(), (), (user("two"),))])
     assert await history(queue, thread_id) == []
     assert (await queue.get_run(first, tenant_id=TENANT)).cancel_reason == "rolled_back"
 
@@ -259,7 +259,7 @@ async def test_an_attempt_that_fails_before_its_checkpoint_adds_no_message(queue
     thread_id = await new_thread(queue)
     run_id = await thread_run(queue, thread_id)
     claim = await claim_one(queue)
-    await queue.finish_many([Ended(run_id, claim.lease_id, finish, (), (user("lost"),))])
+    await queue.finish_many([Ended.encoded(run_id, claim.lease_id, finish, (), (user("lost"),))])
     assert await history(queue, thread_id) == []
 
 
@@ -268,7 +268,7 @@ async def test_a_failed_attempt_of_a_run_asked_to_stop_adds_no_message(queue: Qu
     run_id = await thread_run(queue, thread_id)
     claim = await claim_one(queue)
     await queue.request_cancel(run_id, tenant_id=TENANT)
-    await queue.finish_many([Ended(run_id, claim.lease_id, Finish.retry("flaky", "boom"), (), (user("lost"),))])
+    await queue.finish_many([Ended.encoded(run_id, claim.lease_id, Finish.retry("flaky", "boom"), (), (user("lost"),))])
     assert (await queue.get_run(run_id, tenant_id=TENANT)).status is Status.CANCELLED
     assert await history(queue, thread_id) == []
 
@@ -277,7 +277,7 @@ async def test_a_lost_lease_writes_no_message(queue: Queue) -> None:
     thread_id = await new_thread(queue)
     await thread_run(queue, thread_id)
     claim = await claim_one(queue)
-    stale = Appended(claim.run.id, uuid.uuid4(), (), {"s": 1}, (user("stale"),))
+    stale = Appended.encoded(claim.run.id, uuid.uuid4(), (), {"s": 1}, (user("stale"),))
     assert await queue.append_events_many([stale]) == {}
     assert await history(queue, thread_id) == []
 
@@ -286,7 +286,7 @@ async def test_history_for_an_attempt_leaves_out_its_own_run(queue: Queue) -> No
     thread_id = await new_thread(queue)
     first = await thread_run(queue, thread_id)
     claim = await claim_one(queue)
-    await queue.finish_many([Ended(first, claim.lease_id, Finish.done({}), (), (user("a"), user("b")))])
+    await queue.finish_many([Ended.encoded(first, claim.lease_id, Finish.done({}), (), (user("a"), user("b")))])
     second = await thread_run(queue, thread_id)
     claim = await claim_one(queue)
     await checkpoint_with(queue, claim, user("c"))
@@ -323,7 +323,7 @@ async def test_retention_purges_a_threads_old_runs_and_keeps_its_conversation(qu
     thread_id = await new_thread(queue)
     run_id = await thread_run(queue, thread_id)
     claim = await claim_one(queue)
-    await queue.finish_many([Ended(run_id, claim.lease_id, Finish.done({}), (), (user("remember me"),))])
+    await queue.finish_many([Ended.encoded(run_id, claim.lease_id, Finish.done({}), (), (user("remember me"),))])
     async with engine.begin() as conn:
         await conn.execute(
             # created and finished 40 days ago (its events follow into the default partition,

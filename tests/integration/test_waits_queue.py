@@ -114,14 +114,14 @@ async def test_neither_the_claim_nor_the_reaper_reads_waiting_runs(engine: Async
         plans = {}
         for name, params in [
             ("claim_batch", {"worker_id": "w1", "limit": 32, "lease_s": 30.0}),
-            ("reap_expired", {"batch": 500, "aging_s": 60.0}),
+            ("pick_expired", {"batch": 500}),
             ("due_waitpoints", {"batch": 500}),
         ]:
             rows = await conn.execute(text("EXPLAIN (ANALYZE, BUFFERS) " + statement(name).text), params)
             plans[name] = "\n".join(r[0] for r in rows)
         await conn.rollback()  # EXPLAIN ANALYZE ran the statements: nothing of them stays
     assert "Index Scan using ix_agent_runs_claim" in plans["claim_batch"], plans["claim_batch"]
-    assert "ix_agent_runs_leased" in plans["reap_expired"], plans["reap_expired"]
+    assert "ix_agent_runs_leased" in plans["pick_expired"], plans["pick_expired"]
     assert "ix_waitpoints_expires_at" in plans["due_waitpoints"], plans["due_waitpoints"]
     for name, plan in plans.items():
         assert "Seq Scan on agent_runs" not in plan and "Seq Scan on waitpoints" not in plan, (name, plan)
@@ -139,7 +139,7 @@ async def _waiting_thread_run(queue: Queue, *, message: str) -> tuple[uuid.UUID,
     (claim,) = await queue.claim_batch(worker_id="w1", limit=5)  # the run behind waits for its turn
     assert claim.run.id == first.id
     written = await queue.append_events_many(
-        [Appended(first.id, claim.lease_id, (), {"s": 1}, ({"role": "user", "content": message},))]
+        [Appended.encoded(first.id, claim.lease_id, (), {"s": 1}, ({"role": "user", "content": message},))]
     )
     assert first.id in written
     await queue.finish(run_id=first.id, lease_id=claim.lease_id, finish=Finish.waiting(a_wait()))

@@ -36,10 +36,9 @@ async def test_concurrent_completions_share_a_statement_and_stay_fenced(
     results = await asyncio.gather(
         *(
             writer.finish(
-                run_id=c.run.id,
-                lease_id=c.lease_id,
-                finish=Finish.done({"i": i}),
-                take=lambda i=i: [("message.completed", {"text": str(i)})] * (i % 3),
+                lambda c=c, i=i: Ended.encoded(
+                    c.run.id, c.lease_id, Finish.done({"i": i}), [("message.completed", {"text": str(i)})] * (i % 3)
+                )
             )
             for i, c in enumerate(claims)
         ),
@@ -60,13 +59,11 @@ async def test_concurrent_completions_share_a_statement_and_stay_fenced(
 async def test_a_lone_completion_goes_out_at_once(queue: Queue) -> None:
     await queue.enqueue(NewRun(tenant_id="acme", agent="demo", input={}))
     [claim] = await queue.claim_batch(worker_id="w", limit=1)
-    run = await asyncio.wait_for(
-        Writer(queue).finish(run_id=claim.run.id, lease_id=claim.lease_id, finish=Finish.done(None), take=list),
-        timeout=10,
-    )
+    ending = lambda: Ended.encoded(claim.run.id, claim.lease_id, Finish.done(None))  # noqa: E731
+    run = await asyncio.wait_for(Writer(queue).finish(ending), timeout=10)
     assert run.status is Status.DONE
     with pytest.raises(LeaseLost):
-        await Writer(queue).finish(run_id=claim.run.id, lease_id=claim.lease_id, finish=Finish.done(None), take=list)
+        await Writer(queue).finish(ending)
 
 
 async def test_every_ending_goes_out_in_one_statement(queue: Queue, engine: AsyncEngine) -> None:
@@ -84,7 +81,7 @@ async def test_every_ending_goes_out_in_one_statement(queue: Queue, engine: Asyn
         (last_try, Finish.retry("flaky", "again"), Status.DEAD, "run.failed"),
     ]
     finished = await queue.finish_many(
-        [Ended(c.run.id, c.lease_id, finish, [("message.delta", {"text": "x"})]) for c, finish, _, _ in endings]
+        [Ended.encoded(c.run.id, c.lease_id, finish, [("message.delta", {"text": "x"})]) for c, finish, _, _ in endings]
     )
     for claim, _, status, event in endings:
         assert finished[claim.run.id].status is status
@@ -114,10 +111,12 @@ async def test_appends_of_many_runs_share_a_statement_and_a_lost_lease_drops_onl
     results = await asyncio.gather(
         *(
             writer.append(
-                run_id=c.run.id,
-                lease_id=c.lease_id,
-                take=lambda i=i: [("message.delta", {"text": f"{i}a"}), ("message.delta", {"text": f"{i}b"})],
-                state={"i": i} if i % 2 else None,
+                lambda c=c, i=i: Appended.encoded(
+                    c.run.id,
+                    c.lease_id,
+                    [("message.delta", {"text": f"{i}a"}), ("message.delta", {"text": f"{i}b"})],
+                    {"i": i} if i % 2 else None,
+                )
             )
             for i, c in enumerate(claims)
         ),
@@ -126,9 +125,10 @@ async def test_appends_of_many_runs_share_a_statement_and_a_lost_lease_drops_onl
     assert statements == [10]
     assert isinstance(results[3], LeaseLost)
     assert [e.type for e in await queue.read_events(stolen.run.id)] == ["run.queued", "run.started"]
-    for i, (claim, last_seq) in enumerate(zip(claims, results, strict=True)):
+    for i, (claim, stored) in enumerate(zip(claims, results, strict=True)):
         if i == 3:
             continue
+        last_seq = stored.last_event_seq
         events = await queue.read_events(claim.run.id)
         assert [e.seq for e in events] == [1, 2, 3, 4] == list(range(1, last_seq + 1))
         assert [e.data for e in events[2:]] == [{"text": f"{i}a"}, {"text": f"{i}b"}]
@@ -155,12 +155,12 @@ async def test_a_lost_attempts_flush_beside_the_next_attempts_writes_only_the_cu
     assert (run_id, current.lease_id != lost.lease_id) == (lost.run.id, True)
 
     written = await queue.append_events_many([
-        Appended(run_id, lost.lease_id, events=[("message.delta", {"text": "lost 1"}), ("message.delta", {"text": "lost 2"})]),
-        Appended(run_id, current.lease_id, events=[("message.delta", {"text": "current"})]),
+        Appended.encoded(run_id, lost.lease_id, events=[("message.delta", {"text": "lost 1"}), ("message.delta", {"text": "lost 2"})]),
+        Appended.encoded(run_id, current.lease_id, events=[("message.delta", {"text": "current"})]),
     ])  # fmt: skip
     finished = await queue.finish_many([
-        Ended(run_id, lost.lease_id, Finish.done({"from": "lost"}), events=(("message.completed", {"text": "lost"}),)),
-        Ended(run_id, current.lease_id, Finish.done({"from": "current"}), events=(("message.completed", {"text": "current"}),)),
+        Ended.encoded(run_id, lost.lease_id, Finish.done({"from": "lost"}), events=(("message.completed", {"text": "lost"}),)),
+        Ended.encoded(run_id, current.lease_id, Finish.done({"from": "current"}), events=(("message.completed", {"text": "current"}),)),
     ])  # fmt: skip
 
     events = await queue.read_events(run_id)
@@ -169,4 +169,4 @@ async def test_a_lost_attempts_flush_beside_the_next_attempts_writes_only_the_cu
     assert [e.type for e in events][-3:] == ["message.delta", "message.completed", "run.completed"]
     run = await queue.get_run(run_id, tenant_id=None)
     assert (run.status, run.output, run.last_event_seq) == (Status.DONE, {"from": "current"}, events[-1].seq)
-    assert written[run_id] == events[-3].seq and finished[run_id].last_event_seq == events[-1].seq
+    assert written[run_id].last_event_seq == events[-3].seq and finished[run_id].last_event_seq == events[-1].seq

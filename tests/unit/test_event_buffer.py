@@ -46,7 +46,7 @@ def in_background(write: Write) -> Submit:
     makes them at its next tick: ``done`` is called unless the write was left out."""
     tasks: set[asyncio.Task[None]] = set()
 
-    def submit(take: BackgroundTake, done: Written) -> None:
+    def submit(take: BackgroundTake, done: Written, urgent: bool) -> None:
         left_out = False
 
         def taking() -> list[PendingEvent]:

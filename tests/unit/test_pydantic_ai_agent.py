@@ -1,5 +1,5 @@
 """The PydanticAI adapter against the fake OpenAI server (real HTTP) and an in-memory run
-context: events, replay from the ledger and from the checkpoint, approvals, mismatches, threads."""
+context: events, replay from the ledger, approvals, mismatches, threads."""
 
 from __future__ import annotations
 
@@ -87,31 +87,13 @@ async def test_a_retried_attempt_replays_every_recorded_step_silently(server: Fa
     assert (retried.turns, retried.tool_calls) == (0, 0)
 
 
-async def test_a_step_in_the_checkpoint_but_not_yet_in_the_ledger_is_replayed(
-    server: FakeOpenAI, settings: Settings, tmp_path: Path
-) -> None:
-    """The crash between a step's checkpoint and its ledger record: its events and usage are
-    stored, so the retried attempt takes the step from the checkpoint and shows nothing twice."""
-    notes = tmp_path / "notes.txt"
-    server.script(calls(ToolCall("c1", "record", {"path": str(notes), "note": "once"})), answer("Done."))
-    first = FakeRunContext({"prompt": "record it"})
-    await Support(settings).run(first)
-    del first.effects["pydantic-ai:1:model"]  # the last step never reached the ledger
-    first.checkpoints.append({"steps": {"pydantic-ai:1:model": first.checkpoints[-1]["steps"]["pydantic-ai:1:model"]}})
-
-    retried = first.retry()
-    assert await Support(settings).run(retried) == {"text": "Done."}
-
-    assert len(server.requests) == 2 and retried.events == []
-    assert "pydantic-ai:1:model" in first.effects  # recorded by the replay
-
-
-async def test_a_crash_before_the_checkpoint_runs_the_step_again(server: FakeOpenAI, settings: Settings) -> None:
+async def test_a_crash_before_the_steps_commit_runs_the_step_again(server: FakeOpenAI, settings: Settings) -> None:
+    """A step's record, events and usage go in one commit: a crash before it leaves none of
+    them, and the retried attempt runs that step alone again."""
     server.script(calls(ToolCall("c1", "add", {"a": 2, "b": 2})), answer("Four."), answer("Four."))
     first = FakeRunContext({"prompt": "2+2"})
     await Support(settings).run(first)
     del first.effects["pydantic-ai:1:model"]
-    first.checkpoints.append({"steps": {}})
 
     retried = first.retry()
     assert await Support(settings).run(retried) == {"text": "Four."}

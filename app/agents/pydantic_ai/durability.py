@@ -99,8 +99,10 @@ class RunqDurability(BaseDurabilityCapability[Any]):
         self.ctx = ctx
         self.opening = opening  # the run's new input messages, which the thread stores
         self.steps = Steps(ctx)
-        self.model_requests = 0  # model requests so far in this attempt: the position of steps
-        self._announced: set[str] = set()  # tool calls whose tool.call this attempt emitted or replayed
+        # pydantic-ai binds a shallow copy of the capability to the agent and calls its hooks
+        # there, while the backend calls back the instance it was built with: what the steps'
+        # positions count lives in one object both share.
+        self.progress = _Progress()
         self._backend = RunqOperationBackend(self)
 
     @property
@@ -118,8 +120,8 @@ class RunqDurability(BaseDurabilityCapability[Any]):
     async def model_step(
         self, messages: list[ModelMessage], parameters: ModelRequestParameters, body: Callable[[], Awaitable[object]]
     ) -> object:
-        position = self.model_requests
-        self.model_requests += 1
+        position = self.progress.model_requests
+        self.progress.model_requests += 1
         fingerprint = request_fingerprint(messages, parameters)
 
         async def live() -> Record:
@@ -143,11 +145,11 @@ class RunqDurability(BaseDurabilityCapability[Any]):
         self, tool_name: str, args: dict[str, Any], run_ctx: PydanticRunContext[Any], body: Callable[[], Awaitable[object]]
     ) -> object:
         call_id = run_ctx.tool_call_id or ""
-        key = f"{self.model_requests - 1}:tool:{call_id}" + (":approved" if run_ctx.tool_call_approved else "")
+        key = f"{self.progress.model_requests - 1}:tool:{call_id}" + (":approved" if run_ctx.tool_call_approved else "")
 
         async def live() -> Record:
             self.ctx.raise_if_cancelled()
-            if call_id not in self._announced:  # a tool that asked for approval is called twice
+            if call_id not in self.progress.announced:  # a tool that asked for approval is called twice
                 self.ctx.count_tool_call()
                 await self.ctx.emit("tool.call", {"tool_call_id": call_id, "name": tool_name, "arguments": args})
             payload = await body()
@@ -159,7 +161,7 @@ class RunqDurability(BaseDurabilityCapability[Any]):
             return {"tool": tool_name, "result": payload}
 
         record = await self.steps.run(key, live)
-        self._announced.add(call_id)
+        self.progress.announced.add(call_id)
         if record["tool"] != tool_name:
             raise ReplayMismatch(f"tool call {call_id} was recorded for {record['tool']!r}, not {tool_name!r}")
         return record["result"]
@@ -186,11 +188,11 @@ class RunqDurability(BaseDurabilityCapability[Any]):
                     )
                 return {"denied": denied}
 
-            record = await self.steps.run(f"{self.model_requests - 1}:approval:{call.tool_call_id}", decide)
+            record = await self.steps.run(f"{self.progress.model_requests - 1}:approval:{call.tool_call_id}", decide)
             denied = record["denied"]
             decisions[call.tool_call_id] = True if denied is None else ToolDenied(denied)
             if denied is not None:
-                self._announced.add(call.tool_call_id)
+                self.progress.announced.add(call.tool_call_id)
         return DeferredToolResults(approvals=decisions)
 
     # -- live output -------------------------------------------------------------------------
@@ -209,6 +211,15 @@ class RunqDurability(BaseDurabilityCapability[Any]):
     async def _remember(self, messages: list[dict[str, Any]]) -> None:
         if self.ctx.thread is not None and messages:
             await self.ctx.add_messages(messages)
+
+
+class _Progress:
+    """Where the run is: the model requests so far in this attempt (the position of steps) and
+    the tool calls whose ``tool.call`` the attempt emitted or replayed."""
+
+    def __init__(self) -> None:
+        self.model_requests = 0
+        self.announced: set[str] = set()
 
 
 _DEFERRED = frozenset({"approval_required", "call_deferred"})

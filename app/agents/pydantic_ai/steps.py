@@ -6,11 +6,10 @@ number of the model request it belongs to and, for a tool, the tool call's id, w
 from that recorded response. Never a hash of its input: two runs, or two equal requests of one
 run, never share a record (pydantic/pydantic-ai#6903).
 
-What a live step also did — its events, its usage, its thread messages, the budget counters —
-goes to the database with the run's checkpoint, and the record itself rides in that same
-checkpoint before it reaches the ledger: a crash between the two leaves the record in the
-checkpoint, so the retried attempt replays the step and neither counts nor shows it twice. The
-checkpoint keeps only records the ledger does not hold yet (one, or one per parallel tool).
+What a live step also did — its events, its usage (the budget counters are counted from it),
+its thread messages — goes to the database in the same commit as its record (``ctx.effect``
+sends them together, at once): a crash before that commit runs the step again, a crash after it
+replays the step, and it is never counted or shown twice.
 """
 
 from __future__ import annotations
@@ -36,29 +35,8 @@ class Steps:
 
     def __init__(self, ctx: RunContext) -> None:
         self._ctx = ctx
-        state = ctx.resume_state if isinstance(ctx.resume_state, dict) else {}
-        # recorded with a checkpoint, perhaps not yet in the ledger
-        self._unconfirmed: dict[str, Record] = dict(state.get("steps") or {})
 
     async def run(self, key: str, live: Callable[[], Awaitable[Record]]) -> Record:
         """The step's record: the one an attempt recorded, or what ``live`` returns (run only
         when no attempt recorded the step)."""
-        full_key = f"{KEY_PREFIX}:{key}"
-
-        async def record_live() -> Record:
-            record = await live()
-            self._unconfirmed[full_key] = record
-            await self._ctx.checkpoint({"steps": dict(self._unconfirmed)})
-            return record
-
-        checkpointed = self._unconfirmed.get(full_key)
-        record = await self._ctx.effect(full_key, record_live if checkpointed is None else _returning(checkpointed))
-        self._unconfirmed.pop(full_key, None)  # in the ledger now: later checkpoints leave it out
-        return record
-
-
-def _returning(record: Record) -> Callable[[], Awaitable[Record]]:
-    async def recorded() -> Record:
-        return record
-
-    return recorded
+        return await self._ctx.effect(f"{KEY_PREFIX}:{key}", live)

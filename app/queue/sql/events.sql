@@ -26,17 +26,18 @@ SELECT r.id FROM agent_runs r JOIN a ON a.run_id = r.id
 last_event_seq = r.last_event_seq + a.n
 
 -- part: appended_fenced
--- The rest of the append's UPDATE: the fence, and what t returns (keeps_messages: a thread's
--- messages go with a checkpoint only).
+-- The rest of the append's UPDATE: the fence, and what t returns.
   FROM locked, a
  WHERE r.id = locked.id AND a.run_id = r.id AND r.lease_id = a.lease_id AND r.status = 'leased'
+-- (keeps_messages: the worker sends a thread's messages only with a checkpoint or a step's
+-- record, so they are always kept)
 RETURNING r.id, a.lease_id, r.last_event_seq, r.attempts, a.state, a.n, r.thread_id, r.cancel_reason,
-          r.history_at, a.state IS NOT NULL AS keeps_messages
+          r.history_at, true AS keeps_messages
 
 -- part: appended_written
--- Defines ev, ck and notified from t, and ends the statement with its result: the events, the
--- checkpoints, and one NOTIFY per 150 runs ("<run_id>:<last_seq>" joined by commas, under 8,000
--- bytes) for the runs with something to read only: a hundred streams reading nothing is not free.
+-- Defines ev, ck and notified from t: the events, the checkpoints, and one NOTIFY per 150 runs
+-- ("<run_id>:<last_seq>" joined by commas, under 8,000 bytes) for the runs with something to
+-- read only: a hundred streams reading nothing is not free.
 ev AS (
     INSERT INTO run_events (run_id, seq, type, data, attempt, history_at)
     SELECT t.id, t.last_event_seq - t.n + e.k, e.type, e.data, t.attempts, t.history_at
@@ -56,8 +57,6 @@ ev AS (
               FROM t WHERE t.n > 0) n
      GROUP BY n.chunk
 )
-SELECT t.id, t.last_event_seq FROM t
- WHERE (SELECT count(*) FROM notified) >= 0
 
 -- name: append_events_if_leased
 -- Events for many runs of one worker in one statement (one commit per flush, whatever the
@@ -76,15 +75,24 @@ locked AS MATERIALIZED (
        SET ${part:appended_seq}
     ${part:appended_fenced}
 ),
-${part:appended_written};
+${part:appended_written}
+SELECT t.id, t.last_event_seq, NULL::jsonb AS kept FROM t
+ WHERE (SELECT count(*) FROM notified) >= 0;
 
 -- name: append_events_if_leased_with_extras
--- append_events_if_leased for a batch with thread messages or usage: also the threads'
--- messages (with a checkpoint), and the runs' and their tenants' usage.
+-- append_events_if_leased for a batch with thread messages, usage or step records: also the
+-- threads' messages, the runs' and their tenants' usage, and the effect ledger's records (a
+-- durable step is this one commit: its record, its events, its usage). A record whose key the
+-- ledger already holds is not replaced: kept returns the stored one instead, per run.
 WITH ${part:appended_input},
 ${part:buffered_events},
 ${part:usage_deltas},
 ${part:thread_messages},
+fx AS (
+    SELECT * FROM unnest(CAST(:effect_run_ids AS uuid[]), CAST(:effect_lease_ids AS uuid[]),
+                         CAST(:effect_keys AS text[]), CAST(:effect_results AS jsonb[]))
+        AS fx(run_id, lease_id, key, result)
+),
 locked AS MATERIALIZED (
     ${part:appended_leased}
        AND (SELECT count(*) FROM thread_locked) >= 0  -- threads first
@@ -98,7 +106,25 @@ locked AS MATERIALIZED (
 ),
 ${part:tenant_usage_hourly},
 ${part:thread_messages_added},
-${part:appended_written};
+recorded AS (
+    -- under the run's row lock (locked): a record lands only while its lease holds
+    INSERT INTO run_effects (run_id, key, result, attempt)
+    SELECT t.id, fx.key, fx.result, t.attempts
+      FROM t JOIN fx ON fx.run_id = t.id AND fx.lease_id = t.lease_id
+    ON CONFLICT (run_id, key) DO NOTHING
+    RETURNING run_id, key
+), kept AS (
+    -- the keys an earlier write recorded first (this statement's snapshot shows them)
+    SELECT fx.run_id, jsonb_object_agg(fx.key, s.result) AS records
+      FROM t JOIN fx ON fx.run_id = t.id AND fx.lease_id = t.lease_id
+      JOIN run_effects s ON s.run_id = fx.run_id AND s.key = fx.key
+     WHERE NOT EXISTS (SELECT 1 FROM recorded x WHERE x.run_id = fx.run_id AND x.key = fx.key)
+     GROUP BY fx.run_id
+),
+${part:appended_written}
+SELECT t.id, t.last_event_seq, kept.records AS kept
+  FROM t LEFT JOIN kept ON kept.run_id = t.id
+ WHERE (SELECT count(*) FROM notified) >= 0;
 
 -- name: read_events
 -- One run's events after a cursor; seqs commit in order, so none can appear later below it.
@@ -123,21 +149,9 @@ SELECT c.i, r.status, r.last_event_seq, e.seq, e.type, e.data::text AS data
                       LIMIT :limit) e ON true
  ORDER BY c.i, e.seq;
 
--- name: get_effect
--- The effect ledger's record for (run, key), if one committed.
-SELECT result FROM run_effects WHERE run_id = :run_id AND key = :key;
-
--- name: record_effect_if_leased
--- Commit an effect record, fenced by the lease; no row if the key was recorded before or the lease is gone.
-INSERT INTO run_effects (run_id, key, result, attempt)
-SELECT id, :key, CAST(:result AS jsonb), attempts FROM agent_runs
- WHERE id = :run_id AND lease_id = :lease_id AND status = 'leased'
-ON CONFLICT (run_id, key) DO NOTHING
-RETURNING run_id;
-
--- name: check_lease
--- Whether the claim still holds the run (tells a recorded effect from a lost lease).
-SELECT 1 FROM agent_runs WHERE id = :run_id AND lease_id = :lease_id AND status = 'leased';
+-- name: get_effects
+-- The effect ledger of a run: every record that committed, by key (an attempt reads it once).
+SELECT key, result FROM run_effects WHERE run_id = :run_id;
 
 -- name: attach_subscriber
 -- A stream started following a run (presence for on_disconnect=cancel).

@@ -5,17 +5,20 @@
 -- One reaper per pass: transaction-scoped, so a stalled process never stops reaping.
 SELECT pg_try_advisory_xact_lock(hashtext('runq.reaper'));
 
+-- name: pick_expired
+-- Leases past their locked_until, oldest first, locked for reap_expired in the same transaction.
+SELECT id FROM agent_runs
+ WHERE status = 'leased' AND locked_until < now()
+ ORDER BY locked_until
+ LIMIT :batch
+   FOR UPDATE SKIP LOCKED;
+
 -- name: reap_expired
--- Expired leases back to pending, or dead (lease_expired) once attempts are used up, or
--- cancelled when a cancel was requested; each with its outcome event; idle workers woken for the
--- runs back to pending. Attempts that ended in a wait (wait_count) do not count toward max_attempts.
-WITH expired AS (
-    SELECT id AS expired_id FROM agent_runs
-     WHERE status = 'leased' AND locked_until < now()
-     ORDER BY locked_until
-     LIMIT :batch
-       FOR UPDATE SKIP LOCKED
-), t AS (
+-- Expired leases (of pick_expired) back to pending, or dead (lease_expired) once attempts are
+-- used up, or cancelled when a cancel was requested; each with its outcome event; idle workers
+-- woken for the runs back to pending. Attempts that ended in a wait (wait_count) do not count
+-- toward max_attempts. Guarded by the state it expects: a run that changed meanwhile is left.
+WITH t AS (
     UPDATE agent_runs
        SET status = CASE WHEN cancel_requested_at IS NULL AND attempts - wait_count < max_attempts THEN 'pending'
                          WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'
@@ -34,8 +37,7 @@ WITH expired AS (
                                 ELSE error_message END,
            last_event_seq = last_event_seq + 1,
            updated_at = now()
-      FROM expired
-     WHERE id = expired.expired_id
+     WHERE id = ANY(CAST(:run_ids AS uuid[])) AND status = 'leased' AND locked_until < now()
     RETURNING agent_runs.*
 ), ev AS (
     INSERT INTO run_events (run_id, seq, type, data, attempt, history_at)

@@ -57,13 +57,14 @@ hourly AS (
 )
 
 -- part: thread_messages
--- Defines m, the messages each run added since its last checkpoint (threads, §8; ord their
--- order), and thread_locked: their threads, locked before the runs, as the API's thread routes
+-- Defines m, the messages each attempt added since its last stored write (threads, §8; ord
+-- their order; a batch may hold a lost attempt's write beside its successor's), and thread_locked: their threads, locked before the runs, as the API's thread routes
 -- lock them (a thread, then its runs), so the two never deadlock.
 m AS (
-    SELECT x.run_id, x.message, x.ord
-      FROM unnest(CAST(:message_run_ids AS uuid[]), CAST(:messages AS jsonb[]))
-              WITH ORDINALITY AS x(run_id, message, ord)
+    SELECT x.run_id, x.lease_id, x.message, x.ord
+      FROM unnest(CAST(:message_run_ids AS uuid[]), CAST(:message_lease_ids AS uuid[]),
+                  CAST(:messages AS jsonb[]))
+              WITH ORDINALITY AS x(run_id, lease_id, message, ord)
 ), thread_locked AS MATERIALIZED (
     SELECT th.id FROM threads th
      WHERE th.id IN (SELECT r.thread_id FROM agent_runs r WHERE r.id IN (SELECT m.run_id FROM m))
@@ -80,7 +81,7 @@ mt AS (
     SELECT t.thread_id, m.run_id, m.message,
            row_number() OVER (PARTITION BY t.thread_id ORDER BY t.id, m.ord) AS k,
            count(*) OVER (PARTITION BY t.thread_id) AS n
-      FROM t JOIN m ON m.run_id = t.id
+      FROM t JOIN m ON m.run_id = t.id AND m.lease_id = t.lease_id
      WHERE t.keeps_messages AND t.thread_id IS NOT NULL
        AND t.cancel_reason IS DISTINCT FROM 'rolled_back'
 ), counted AS (
