@@ -55,7 +55,8 @@ def frames(response: httpx.Response) -> list[tuple[int, dict[str, Any]]]:
 
 def without_pings(text: str) -> str:
     """A stream less its keep-alive comments, which come when they come."""
-    return "".join(line for line in text.splitlines(keepends=True) if not line.startswith(":"))
+    blocks = text.split("\n\n")
+    return "\n\n".join(b for b in blocks if not all(line.startswith(":") for line in b.split("\n") if line))
 
 
 def without_ids(frames: list[tuple[int, dict[str, Any]]]) -> list[tuple[int, dict[str, Any]]]:
