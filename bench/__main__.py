@@ -87,6 +87,7 @@ class Profile:
     threads_samples: int = 300
     frameworks_rounds: int = 10  # runs of each shape, bare and through runq
     frameworks_tools: int = 5  # tool calls in the shapes that call tools
+    frameworks_concurrency: int = 50  # runs at once, beside one at a time
     langgraph_samples: int = 500  # checkpoint puts and gets per saver
     langgraph_graph_runs: int = 100  # 10-node graph runs per saver
     langgraph_steps: int = 1_000  # a looping graph's steps on one thread, then its rows
@@ -139,6 +140,7 @@ SMOKE = Profile(
     threads_samples=20,
     frameworks_rounds=1,
     frameworks_tools=2,
+    frameworks_concurrency=4,
     langgraph_samples=10,
     langgraph_graph_runs=3,
     langgraph_steps=30,
@@ -261,7 +263,7 @@ async def _frameworks_pydantic_ai(server: BenchServer, p: Profile, out: dict[str
     from bench import frameworks_pydantic_ai  # the pydantic-ai extra, loaded by this section only
 
     out.setdefault("frameworks", {})["pydantic_ai"] = await frameworks_pydantic_ai.overhead_and_replay(
-        server, rounds=p.frameworks_rounds, tools=p.frameworks_tools
+        server, rounds=p.frameworks_rounds, tools=p.frameworks_tools, concurrency=p.frameworks_concurrency
     )
 
 

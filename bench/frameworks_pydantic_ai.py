@@ -12,6 +12,11 @@ tool on the first attempt; the second replays 48 recorded requests and 48 tool r
 ledger and goes live from there; its replay is ``run.started`` → its first event, against the
 first attempt's time to the same point.
 
+Each side is measured with one run at a time and with ``concurrency`` runs at once (each
+run's own time, medians), and the overhead runq adds per step is given in ms beside the ratio,
+next to the latency of one commit measured on the same server in the same run (one client,
+``INSERT`` then commit): a durable step costs at least that, and should cost little more.
+
 The model server answers from the request alone (no script): while the conversation has fewer
 tool results than the prompt asks for, a call of ``step`` (``parallel`` of them at once when the
 prompt says so), then an answer, streamed as chat.completion.chunk SSE in a few chunks.
@@ -29,15 +34,17 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
 
+import asyncpg
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.models import Model
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
+from sqlalchemy import text
 
 from app.agents.base import RetryableError
 from app.agents.base import RunContext as RunqContext
 from app.agents.pydantic_ai import PydanticAIAgent
-from app.db.engine import create_engine
+from app.db.engine import asyncpg_dsn, create_engine
 from app.devmodel.wire import Answer, Chunks, ToolCall
 from app.domain import Status
 from app.queue import NewRun, Queue
@@ -150,7 +157,7 @@ async def _bare(base_url: str, prompt: str) -> float:
 
 
 @asynccontextmanager
-async def _worker(url: str, base_url: str) -> AsyncIterator[Queue]:
+async def _worker(url: str, base_url: str, concurrency: int) -> AsyncIterator[Queue]:
     settings = Settings(
         database_url=url,
         agents={"bench-pydantic-ai": "bench.frameworks_pydantic_ai:BenchAgent"},
@@ -158,8 +165,8 @@ async def _worker(url: str, base_url: str) -> AsyncIterator[Queue]:
     )  # fmt: skip
     BenchAgent.base_url = base_url
     stop = asyncio.Event()
-    task = asyncio.create_task(serve(settings, database_url=url, concurrency=1, stop=stop))
-    engine = create_engine(url, pool_size=2)
+    task = asyncio.create_task(serve(settings, database_url=url, concurrency=concurrency, stop=stop))
+    engine = create_engine(url, pool_size=4)
     try:
         yield Queue(engine)
     finally:
@@ -169,16 +176,48 @@ async def _worker(url: str, base_url: str) -> AsyncIterator[Queue]:
 
 
 async def _runq(queue: Queue, input: dict[str, Any]) -> tuple[uuid.UUID, list[tuple[str, int, datetime]]]:
-    run, _ = await queue.enqueue(NewRun(tenant_id="bench", agent="bench-pydantic-ai", input=input, max_attempts=3))
+    return (await _runq_many(queue, [input]))[0]
+
+
+async def _runq_many(
+    queue: Queue, inputs: list[dict[str, Any]]
+) -> list[tuple[uuid.UUID, list[tuple[str, int, datetime]]]]:
+    """Runs of ``inputs`` created at once, waited for with one statement per poll."""
+    ids = [(await queue.enqueue(NewRun(tenant_id="bench", agent="bench-pydantic-ai", input=i, max_attempts=3)))[0].id
+           for i in inputs]
     deadline = time.monotonic() + 300
-    while not (await queue.get_run(run.id, tenant_id=None)).is_terminal:
+    while True:
+        async with queue.engine.connect() as conn:
+            going = (await conn.execute(text(
+                "SELECT count(*) FROM agent_runs WHERE id = ANY(:ids) AND status NOT IN ('done', 'dead', 'cancelled')"
+            ), {"ids": ids})).scalar_one()
+        if not going:
+            break
         if time.monotonic() > deadline:
-            raise TimeoutError(f"run {run.id} not finished in 300 s")
+            raise TimeoutError(f"{going} bench runs not finished in 300 s")
         await asyncio.sleep(0.02)
-    finished = await queue.get_run(run.id, tenant_id=None)
-    if finished.status is not Status.DONE:
-        raise RuntimeError(f"bench run ended {finished.status}: {finished.error_code} {finished.error_message}")
-    return run.id, [(e.type, e.attempt, e.created_at) for e in await queue.read_events(run.id, limit=10_000)]
+    out = []
+    for run_id in ids:
+        finished = await queue.get_run(run_id, tenant_id=None)
+        if finished.status is not Status.DONE:
+            raise RuntimeError(f"bench run ended {finished.status}: {finished.error_code} {finished.error_message}")
+        out.append((run_id, [(e.type, e.attempt, e.created_at) for e in await queue.read_events(run_id, limit=10_000)]))
+    return out
+
+
+async def commit_ms(url: str, *, commits: int = 500) -> float:
+    """One client's commit on this server: an ``INSERT`` and its commit (WAL flush), median ms."""
+    conn = await asyncpg.connect(asyncpg_dsn(url))
+    try:
+        await conn.execute("CREATE TEMP TABLE bench_commit (x int)")
+        took = []
+        for _ in range(commits):
+            started = time.perf_counter()
+            await conn.execute("INSERT INTO bench_commit VALUES (1)")
+            took.append(time.perf_counter() - started)
+    finally:
+        await conn.close()
+    return statistics.median(took) * 1000
 
 
 def _started_to_completed(events: list[tuple[str, int, datetime]]) -> float:
@@ -192,28 +231,47 @@ def _per_step(t1: float, t2: float, t3: float, tools: int) -> tuple[float, float
     return model, (t2 - t1 - model) / tools
 
 
-async def overhead_and_replay(server: BenchServer, *, rounds: int, tools: int) -> dict[str, Any]:
-    shapes = {"answer": _prompt(0, parallel=False), "parallel": _prompt(tools, parallel=True), "sequential": _prompt(tools, parallel=False)}
+async def _sides(
+    base_url: str, queue: Queue, shapes: dict[str, str], *, rounds: int, tools: int, concurrency: int
+) -> dict[str, Any]:
+    """Per-step times of both sides with ``concurrency`` runs of a shape at once."""
     bare: dict[str, list[float]] = {name: [] for name in shapes}
     runq: dict[str, list[float]] = {name: [] for name in shapes}
-    async with server.database("frameworks_pydantic_ai") as url, model_server() as base_url, _worker(url, base_url) as queue:
-        await _bare(base_url, shapes["answer"])  # warm both sides: imports, connections
-        await _runq(queue, {"prompt": shapes["answer"]})
-        for _ in range(rounds):
-            for name, prompt in shapes.items():  # alternated, so both see the same drift
-                bare[name].append(await _bare(base_url, prompt))
-                runq[name].append(_started_to_completed((await _runq(queue, {"prompt": prompt}))[1]))
-        replay = await _replay(queue)
+    for _ in range(rounds):
+        for name, prompt in shapes.items():  # alternated, so both see the same drift
+            bare[name] += await asyncio.gather(*(_bare(base_url, prompt) for _ in range(concurrency)))
+            done = await _runq_many(queue, [{"prompt": prompt}] * concurrency)
+            runq[name] += [_started_to_completed(events) for _, events in done]
     medians = {side: {name: statistics.median(v) for name, v in values.items()} for side, values in (("bare", bare), ("runq", runq))}
     per = {side: _per_step(m["answer"], m["parallel"], m["sequential"], tools) for side, m in medians.items()}
     return {
-        "agent_steps": {"tools_per_shape": tools, "rounds": rounds},
         "bare_ms": {name: round(v * 1000, 2) for name, v in medians["bare"].items()},
         "runq_ms": {name: round(v * 1000, 2) for name, v in medians["runq"].items()},
         "per_model_step_ms": {"bare": round(per["bare"][0] * 1000, 2), "runq": round(per["runq"][0] * 1000, 2)},
         "per_tool_step_ms": {"bare": round(per["bare"][1] * 1000, 2), "runq": round(per["runq"][1] * 1000, 2)},
+        # what runq adds to a step, in ms: the figure a durable step's price is stated in
+        "overhead_model_step_ms": round((per["runq"][0] - per["bare"][0]) * 1000, 2),
+        "overhead_tool_step_ms": round((per["runq"][1] - per["bare"][1]) * 1000, 2),
         "ratio_model_step": round(per["runq"][0] / per["bare"][0], 2) if per["bare"][0] > 0 else None,
         "ratio_tool_step": round(per["runq"][1] / per["bare"][1], 2) if per["bare"][1] > 0 else None,
+    }
+
+
+async def overhead_and_replay(server: BenchServer, *, rounds: int, tools: int, concurrency: int) -> dict[str, Any]:
+    shapes = {"answer": _prompt(0, parallel=False), "parallel": _prompt(tools, parallel=True), "sequential": _prompt(tools, parallel=False)}
+    async with server.database("frameworks_pydantic_ai") as url, model_server() as base_url, \
+            _worker(url, base_url, concurrency) as queue:  # fmt: skip
+        await _bare(base_url, shapes["answer"])  # warm both sides: imports, connections
+        await _runq(queue, {"prompt": shapes["answer"]})
+        one = await _sides(base_url, queue, shapes, rounds=rounds, tools=tools, concurrency=1)
+        many = await _sides(base_url, queue, shapes, rounds=max(1, rounds // 5), tools=tools, concurrency=concurrency)
+        replay = await _replay(queue)
+        commit = await commit_ms(url)
+    return {
+        "agent_steps": {"tools_per_shape": tools, "rounds": rounds},
+        **one,
+        "concurrent": {"runs": concurrency, **many},
+        "commit_ms": round(commit, 3),
         "replay": replay,
     }
 

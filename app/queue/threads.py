@@ -32,7 +32,7 @@ INFLIGHT_THREAD_RUNS = statement("inflight_thread_runs")
 THREAD_MESSAGES = statement("thread_messages")
 THREAD_HISTORY = statement("thread_history")
 LIST_THREAD_RUNS = statement("list_thread_runs")
-ROLL_BACK_MESSAGES = statement("roll_back_messages")
+ROLL_BACK_RUNS = statement("roll_back_runs")
 DELETE_THREAD = statement("delete_thread")
 
 _NO_TURN = 2**63 - 1  # above every turn
@@ -188,7 +188,8 @@ class Threads(Runs):
 
     async def regenerate_in_thread(self, thread_id: uuid.UUID, new: NewRun) -> Run:
         """A new answer to the thread's last question: the messages of its latest run go from
-        the history and ``new`` takes its place at the end. :class:`ThreadBusy` while a run of
+        the history (and its graph state from a LangGraph thread's memory) and ``new`` takes
+        its place at the end. :class:`ThreadBusy` while a run of
         the thread is in flight (only a finished answer can be replaced)."""
         self._check_refusal(new)
         async with self.create_turns.turn(new.tenant_id), self._tx() as conn:
@@ -198,7 +199,7 @@ class Threads(Runs):
             params = {"thread_id": thread_id, "status": None, "before_turn": _NO_TURN, "limit": 1}
             last = (await conn.execute(LIST_THREAD_RUNS, params)).first()
             if last is not None:
-                await conn.execute(ROLL_BACK_MESSAGES, {"thread_id": thread_id, "run_ids": [last.id]})
+                await conn.execute(ROLL_BACK_RUNS, {"thread_id": thread_id, "run_ids": [last.id]})
             run, _ = await self._insert_run(conn, new, thread_id=thread_id, thread_turn=row.run_count + 1)
         return run
 
@@ -223,7 +224,7 @@ class Threads(Runs):
         }
         rows = (await conn.execute(REQUEST_CANCEL, params)).all()
         if strategy is Strategy.ROLLBACK:
-            await conn.execute(ROLL_BACK_MESSAGES, {"thread_id": thread_id, "run_ids": run_ids})
+            await conn.execute(ROLL_BACK_RUNS, {"thread_id": thread_id, "run_ids": run_ids})
         return [Run.from_row(r) for r in rows]
 
     async def _locked_thread(self, conn: AsyncConnection, thread_id: uuid.UUID, tenant_id: str | None) -> Any:

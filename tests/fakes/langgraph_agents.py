@@ -86,6 +86,30 @@ class RefundGraph(LangGraphAgent):
     graph = refund_graph
 
 
+BREAKS = {"left": 0}  # how many more times breaking_tools fails (the worker runs in the test's process)
+
+
+async def breaking_tools(state: MessagesState) -> dict[str, Any]:
+    if BREAKS["left"] > 0:
+        BREAKS["left"] -= 1
+        raise RuntimeError("the tools node breaks")
+    return await ToolNode([add]).ainvoke(state)  # type: ignore[no-any-return]
+
+
+breaking_graph = StateGraph(MessagesState)
+breaking_graph.add_node("model", model)
+breaking_graph.add_node("tools", breaking_tools)
+breaking_graph.add_edge(START, "model")
+breaking_graph.add_conditional_edges("model", tools_condition)
+breaking_graph.add_edge("tools", "model")
+
+
+class BreakingGraph(LangGraphAgent):
+    """ToolGraph whose tools node fails ``BREAKS["left"]`` times, so its run is retried."""
+
+    graph = breaking_graph
+
+
 async def approve(state: MessagesState) -> dict[str, Any]:
     decision = interrupt({"question": "ship it?"})
     return {"messages": [AIMessage(f"decision: {decision}")]}
@@ -129,6 +153,24 @@ counter_graph = StateGraph(MessagesState)
 counter_graph.add_node("count", count)
 counter_graph.add_edge(START, "count")
 counter_graph.add_edge("count", END)
+
+
+async def count_then_ask(state: MessagesState) -> dict[str, Any]:
+    seen = len(state["messages"])
+    decision = interrupt({"seen": seen})
+    return {"messages": [AIMessage(f"I have seen {seen} messages; {decision}")]}
+
+
+count_ask_graph = StateGraph(MessagesState)
+count_ask_graph.add_node("ask", count_then_ask)
+count_ask_graph.add_edge(START, "ask")
+count_ask_graph.add_edge("ask", END)
+
+
+class CountThenAskGraph(LangGraphAgent):
+    """Asks a person, telling how many messages its memory holds (``{seen}``), then answers."""
+
+    graph = count_ask_graph
 
 
 class CounterGraph(LangGraphAgent):

@@ -77,7 +77,25 @@ class Drifting(PydanticAIAgent):
         return ctx.attempt
 
 
+breaking = Agent(name="breaking", deps_type=int)
+
+
+@breaking.tool
+def lookup(ctx: RunContext[int], key: str) -> str:
+    """Breaks on the first attempt (its run is retried), answers after."""
+    if ctx.deps == 1:
+        raise RuntimeError("the first attempt breaks here")
+    return f"value of {key}"
+
+
+class Breaking(PydanticAIAgent):
+    agent = breaking
+
+    def deps(self, ctx: RunqContext) -> Any:
+        return ctx.attempt
+
+
 AGENTS = ",".join(
     f"{name}=tests.fakes.pydantic_agents:{cls}"
-    for name, cls in (("support", "Support"), ("judge", "Judge"), ("drifting", "Drifting"))
+    for name, cls in (("support", "Support"), ("judge", "Judge"), ("drifting", "Drifting"), ("breaking", "Breaking"))
 )

@@ -11,9 +11,10 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.domain import Event, Run, Status
+from app.domain import Event, Run, Status, Strategy
 from app.queue import NewRun, Queue
 from app.settings import get_settings
+from tests.fakes.langgraph_agents import BREAKS
 from tests.fakes.openai_server import FakeOpenAI, ToolCall, answer, calls, stall
 from tests.worker_support import check_event_log, in_process_worker, wait_finished, wait_until
 
@@ -26,6 +27,8 @@ AGENTS = {
         "lg_approval": "ApprovalGraph",
         "lg_questions": "TwoQuestionsGraph",
         "lg_counter": "CounterGraph",
+        "lg_breaking": "BreakingGraph",
+        "lg_count_ask": "CountThenAskGraph",
     }.items()
 }
 
@@ -126,6 +129,24 @@ async def test_max_turns_ends_the_run_dead(queue: Queue, worker: FakeOpenAI) -> 
 
     assert run.error_code == "budget_exceeded"
     assert len(worker.requests) == 1
+
+
+async def test_max_turns_holds_across_a_retried_attempt(queue: Queue, worker: FakeOpenAI) -> None:
+    """The turns an attempt used are stored with its steps: the retried attempt goes on from
+    them (before, it counted from zero and the run spent its budget again on every attempt)."""
+    BREAKS["left"] = 1
+    worker.script(
+        calls(ToolCall("call_1", "add", {"a": 1, "b": 1})),
+        calls(ToolCall("call_2", "add", {"a": 2, "b": 2})),
+        answer("never"),
+    )
+    run_id = await _run(queue, "lg_breaking", {"prompt": "add twice"}, budget={"max_turns": 2})
+
+    run = await _status(queue, run_id, Status.DEAD)
+
+    assert (run.error_code, run.attempts) == ("budget_exceeded", 2), run.error_message
+    assert len(worker.requests) == 2  # the third turn was refused before its request
+    assert run.usage.model_calls == 2
 
 
 async def test_cancel_closes_the_model_stream(queue: Queue, worker: FakeOpenAI) -> None:
@@ -232,3 +253,39 @@ async def test_two_runs_of_one_thread_share_the_graph_state(
     async with engine.connect() as conn:
         left = (await conn.execute(text("SELECT count(*) FROM langgraph_checkpoints"))).scalar_one()
     assert left == 0
+
+
+async def test_a_regenerated_answer_starts_from_the_graph_memory_before_the_one_it_replaces(
+    queue: Queue, worker: FakeOpenAI
+) -> None:
+    """The thread's history and the graph's memory agree: the replaced run's messages go from
+    both (before, the history showed [Q, A2] while the graph had seen [Q, A1, Q])."""
+    thread, _ = await queue.create_thread(tenant_id=TENANT, metadata={})
+    run, _, _ = await queue.enqueue_in_thread(thread.id, NewRun(tenant_id=TENANT, agent="lg_counter", input={"prompt": "Q"}))
+    assert (await wait_finished(queue, run.id, within=30)).output["text"] == "I have seen 1 messages"
+
+    again = await queue.regenerate_in_thread(thread.id, NewRun(tenant_id=TENANT, agent="lg_counter", input={"prompt": "Q"}))
+
+    assert (await wait_finished(queue, again.id, within=30)).output["text"] == "I have seen 1 messages"
+    history = await queue.thread_messages(thread.id, tenant_id=TENANT)
+    assert [(m.message["role"], m.message["content"], m.run_id) for m in history] == [
+        ("user", "Q", again.id),
+        ("assistant", "I have seen 1 messages", again.id),
+    ]
+
+
+async def test_a_rolled_back_run_leaves_nothing_in_the_graph_memory(queue: Queue, worker: FakeOpenAI) -> None:
+    thread, _ = await queue.create_thread(tenant_id=TENANT, metadata={})
+    first, _, _ = await queue.enqueue_in_thread(
+        thread.id, NewRun(tenant_id=TENANT, agent="lg_count_ask", input={"prompt": "hi"})
+    )
+    waiting = await _status(queue, first.id, Status.WAITING)
+    assert waiting.waitpoint is not None and waiting.waitpoint["payload"]["interrupts"][0]["value"] == {"seen": 1}
+
+    second, _, cancelled = await queue.enqueue_in_thread(
+        thread.id, NewRun(tenant_id=TENANT, agent="lg_count_ask", input={"prompt": "hey"}), strategy=Strategy.ROLLBACK
+    )
+
+    assert [r.id for r in cancelled] == [first.id]
+    asking = await _status(queue, second.id, Status.WAITING)
+    assert asking.waitpoint is not None and asking.waitpoint["payload"]["interrupts"][0]["value"] == {"seen": 1}

@@ -77,8 +77,8 @@ def start_worker(database_url: str, server: FakeOpenAI, tmp_path: Path) -> Itera
             worker.wait()
 
 
-async def _enqueue(queue: Queue, agent: str, input: dict[str, Any]) -> uuid.UUID:
-    run, _ = await queue.enqueue(NewRun(tenant_id=TENANT, agent=agent, input=input, max_attempts=3))
+async def _enqueue(queue: Queue, agent: str, input: dict[str, Any], **fields: Any) -> uuid.UUID:
+    run, _ = await queue.enqueue(NewRun(tenant_id=TENANT, agent=agent, input=input, max_attempts=3, **fields))
     return run.id
 
 
@@ -132,6 +132,26 @@ async def test_a_tool_using_agent_writes_the_openai_agents_events(
     assert by_type["tool.call"] == {"tool_call_id": "c1", "name": "add", "arguments": {"a": 20, "b": 22}}
     assert by_type["tool.result"] == {"tool_call_id": "c1", "name": "add", "output": 42, "is_error": False}
     assert run.usage.as_dict() == {"input_tokens": 30, "output_tokens": 12, "model_calls": 2, "tool_calls": 1}
+
+
+async def test_max_turns_holds_across_a_retried_attempt(
+    queue: Queue, server: FakeOpenAI, start_worker: StartWorker
+) -> None:
+    """The retried attempt replays the first model step (stored with its usage) and counts on
+    from it: two turns in all, whatever the attempts."""
+    server.script(
+        calls(ToolCall("l1", "lookup", {"key": "a"})),
+        calls(ToolCall("l2", "lookup", {"key": "b"})),
+        answer("never"),
+    )
+    start_worker()
+    run_id = await _enqueue(queue, "breaking", {"prompt": "look two things up"}, budget={"max_turns": 2})
+
+    run = await _finished(queue, run_id, Status.DEAD)
+
+    assert (run.error_code, run.attempts) == ("budget_exceeded", 2), run.error_message
+    assert len(server.requests) == 2
+    assert run.usage.model_calls == 2
 
 
 @pytest.mark.chaos
@@ -195,6 +215,31 @@ async def test_approve_one_refund_and_deny_another_with_a_note(
     assert len(server.requests) == 2  # the waits repeated no model request
     assert server.requests[1].body["messages"][-1] == {"role": "tool", "tool_call_id": "r2", "content": "denied: over the limit"}
     assert len(await _events(queue, run_id, "run.waiting")) == 2  # an answered approval is never asked again
+
+
+async def test_a_provider_that_reuses_tool_call_ids_is_asked_again_for_each_approval(
+    queue: Queue, server: FakeOpenAI, start_worker: StartWorker, tmp_path: Path
+) -> None:
+    """Two model responses, each calling the approval tool under the same id: each call is its
+    own decision (before, every key was -1:approval:<id> and the second refund ran unasked)."""
+    refunds = tmp_path / "refunds.txt"
+    server.script(
+        calls(ToolCall("call_0", "refund", {"path": str(refunds), "order_id": "o-1"})),
+        calls(ToolCall("call_0", "refund", {"path": str(refunds), "order_id": "o-2"})),
+        answer("One refund."),
+    )
+    start_worker()
+    run_id = await _enqueue(queue, "support", {"prompt": "refund twice"})
+
+    first = await _waiting(queue, run_id, 1)
+    await queue.resume(run_id, tenant_id=TENANT, value={"approved": True}, waitpoint_id=uuid.UUID(first["waitpoint_id"]))
+    second = await _waiting(queue, run_id, 2)
+    assert second["payload"]["arguments"]["order_id"] == "o-2"
+    await queue.resume(run_id, tenant_id=TENANT, value={"approved": False, "note": "one is enough"})
+
+    run = await _finished(queue, run_id, Status.DONE)
+    assert run.output == {"text": "One refund."}
+    assert refunds.read_text() == "refunded o-1\n"
 
 
 async def test_a_thread_mixes_this_agent_and_the_openai_agent(

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from app.api.protocols.ai_sdk_chunks import (
     DONE,
     ChunkMapper,
@@ -141,13 +143,29 @@ def test_a_retried_attempts_text_is_left_out_of_a_replay() -> None:
 
 def test_frames_are_derived_from_the_log_so_a_replay_is_byte_identical() -> None:
     events = [(1, "run.started", "{}"), (2, "message.delta", '{"text": "é"}'), (3, "run.completed", "{}")]
-    once = b"".join(frames(ChunkMapper(RUN), events))
-    assert once == b"".join(frames(ChunkMapper(RUN), events))
+    once = frames(ChunkMapper(RUN), events)
+    assert once == frames(ChunkMapper(RUN), events)
     assert b"\r" not in once and once.startswith(b"id: 1\ndata: {")
     assert frame(2, {"type": "text-delta"}) == b'id: 2\ndata: {"type":"text-delta"}\n\n'
     assert DONE == b"data: [DONE]\n\n"
     # Nothing after the end of the message.
-    assert b"".join(frames(ChunkMapper(RUN), [*events, (4, "run.queued", "{}")])) == once
+    assert frames(ChunkMapper(RUN), [*events, (4, "run.queued", "{}")]) == once
+
+
+@pytest.mark.parametrize("text", ["plain", 'a "quote"', "back\\slash", "é 😀", "tab\tnew\nline", "\u001f", "\\", '"}'])
+def test_a_tokens_chunk_copied_from_its_stored_json_is_the_chunk_built_from_its_value(text: str) -> None:
+    """The fast path (the stored JSON string copied into the chunk) gives the bytes the mapper
+    gives; a token with more than its text takes the mapper's path."""
+
+    def stored(data: dict[str, object]) -> str:  # as PostgreSQL prints jsonb: ", " and ": "
+        return json.dumps(data, ensure_ascii=False)
+
+    events = [(1, "run.started", "{}"), (2, "message.delta", stored({"text": "first"})),
+              (3, "message.delta", stored({"text": text})), (4, "message.delta", stored({"text": text, "index": 1}))]
+    fast = frames(ChunkMapper(RUN), events)
+    mapper = ChunkMapper(RUN)
+    slow = b"".join(frame(seq, chunk) for seq, type_, data in events for chunk in mapper.map(seq, type_, json.loads(data)))
+    assert fast == slow
 
 
 def test_fold_builds_the_message_use_chat_builds() -> None:

@@ -8,11 +8,15 @@ was written under this run's lease (:meth:`RunqSaver.last_writer`). An ``interru
 a §9 wait named ``interrupt``; the resumed attempt finds the value recorded and hands it back as
 ``Command(resume=...)``. runq's own checkpoint (``ctx.checkpoint``) holds only what the graph's
 does not: where the run's messages start in the graph state and how many the thread has stored,
-so thread messages are added once (with a wait's checkpoint or with the ending).
+so thread messages are added once (with a wait's checkpoint or with the ending); it is also
+written after each node that called a model or a tool, so the run's usage, from which its
+budgets are counted, is stored with the step that spent it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -76,10 +80,8 @@ class LangGraphAgent:
         progress = _Progress(
             base=int(saved.get("base", 0)), added=int(saved.get("added", 0)), tools=set(saved.get("tools", ()))
         )
-        config: RunnableConfig = {
-            "configurable": {"thread_id": thread_id},
-            "callbacks": [_Meter(ctx, progress.tools)],
-        }
+        meter = _Meter(ctx, progress.tools)
+        config: RunnableConfig = {"configurable": {"thread_id": thread_id}, "callbacks": [meter]}
         pending: Any
         if await saver.last_writer(thread_id) != ctx.run_id:  # the input is not in the graph yet
             pending = self.graph_input(ctx.input)
@@ -89,16 +91,23 @@ class LangGraphAgent:
         else:
             interrupts = (await graph.aget_state(config)).interrupts
             pending = await self._answer(ctx, interrupts) if interrupts else None
-        while True:
-            await self._stream(ctx, graph, pending, config)
-            snapshot = await graph.aget_state(config)
-            if not snapshot.interrupts:
-                break
-            # Checkpoint first (the waits passed and the thread's messages so far), so the
-            # resumed attempt asks for this wait's occurrence, not the last one answered.
-            await self._remember(ctx, snapshot.values, progress)
-            await ctx.checkpoint(progress.state())
-            pending = await self._answer(ctx, snapshot.interrupts)
+        try:
+            while True:
+                await self._stream(ctx, graph, pending, config, meter, progress)
+                snapshot = await graph.aget_state(config)
+                if not snapshot.interrupts:
+                    break
+                # Checkpoint first (the waits passed and the thread's messages so far), so the
+                # resumed attempt asks for this wait's occurrence, not the last one answered.
+                await self._remember(ctx, snapshot.values, progress)
+                await ctx.checkpoint(progress.state())
+                pending = await self._answer(ctx, snapshot.interrupts)
+        except asyncio.CancelledError:
+            # Stopped (a Stop, a run that interrupts it): the thread keeps what the graph's
+            # memory kept, so the two agree for the next run (a rollback removes both).
+            with contextlib.suppress(Exception):
+                await self._remember(ctx, (await graph.aget_state(config)).values, progress)
+            raise
         await self._remember(ctx, snapshot.values, progress)
         return {"text": _last_ai_text(snapshot.values), "state": _jsonable(snapshot.values)}
 
@@ -108,7 +117,13 @@ class LangGraphAgent:
         return chat.state if chat.state is not None else {"messages": chat.opening_messages()}
 
     async def _stream(
-        self, ctx: RunContext, graph: CompiledStateGraph[Any], pending: Any, config: RunnableConfig
+        self,
+        ctx: RunContext,
+        graph: CompiledStateGraph[Any],
+        pending: Any,
+        config: RunnableConfig,
+        meter: _Meter,
+        progress: _Progress,
     ) -> None:
         stream = graph.astream(
             pending, config, stream_mode=["messages", "debug"], durability=self.durability
@@ -122,6 +137,9 @@ class LangGraphAgent:
                     await ctx.emit("message.delta", {"text": message.text})
             elif chunk.get("type") == "task_result":
                 await _finished_node(ctx, chunk["step"], chunk["payload"])
+                if meter.spent:  # its usage and turns stored with it: budgets bound the run
+                    meter.spent = False
+                    await ctx.checkpoint(progress.state())
 
     async def _answer(self, ctx: RunContext, interrupts: Sequence[Interrupt]) -> Command[Any]:
         """Wait for the value of the open interrupts (§9) and hand it back to the graph."""
@@ -166,8 +184,10 @@ class _Meter(AsyncCallbackHandler):
     def __init__(self, ctx: RunContext, counted: set[str]) -> None:
         self.ctx = ctx
         self.counted = counted
+        self.spent = False  # a model or tool call since the run's last checkpoint
 
     async def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
+        self.spent = True
         self.ctx.count_turn()
 
     async def on_llm_end(self, response: LLMResult, **kwargs: Any) -> None:
@@ -175,6 +195,7 @@ class _Meter(AsyncCallbackHandler):
         self.ctx.record_usage(input_tokens=input_tokens, output_tokens=output_tokens, model_calls=1)
 
     async def on_tool_start(self, serialized: Any, input_str: str, **kwargs: Any) -> None:
+        self.spent = True
         call_id = kwargs.get("tool_call_id")
         if call_id is None or call_id not in self.counted:
             self.ctx.count_tool_call()

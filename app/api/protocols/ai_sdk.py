@@ -246,8 +246,7 @@ async def _answer(
     )
     async with aclosing(pages):
         async for page in pages:
-            for body in frames(mapper, page.events):
-                yield body
+            yield frames(mapper, page.events)  # a page's frames in one write, as native SSE sends them
             if mapper.waiting and not page.full and not mapper.ended:
                 last_seq = page.events[-1][0]
                 for chunk in mapper.finish_at_wait():

@@ -8,7 +8,8 @@ is the run id, a text part's id is the run id and the seq of its first delta.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -222,13 +223,23 @@ def without_retried_text(events: Sequence[tuple[int, str, Any]]) -> Sequence[tup
     return kept
 
 
-def frames(mapper: ChunkMapper, events: Sequence[tuple[int, str, str]]) -> Iterator[bytes]:
-    """The frames of stored events (data as JSON text), stopping once the message ended."""
+# A token's stored data as PostgreSQL prints it, its text alone: the chunk takes that JSON
+# string as it is, so most of a long answer's events are neither decoded nor encoded again.
+_PLAIN_DELTA = re.compile(r'\{"text": ("(?:[^"\\]|\\.)*")\}')
+
+
+def frames(mapper: ChunkMapper, events: Sequence[tuple[int, str, str]]) -> bytes:
+    """The frames of stored events (data as JSON text), up to where the message ended."""
+    out: list[bytes] = []
     for seq, type_, data in without_retried_text(events):
         if mapper.ended:
-            return
-        for chunk in mapper.map(seq, type_, orjson.loads(data)):
-            yield frame(seq, chunk)
+            break
+        if type_ == "message.delta" and mapper.text_id is not None and (plain := _PLAIN_DELTA.fullmatch(data)):
+            out.append(b'id: %d\ndata: {"type":"text-delta","id":"%s","delta":%s}\n\n'
+                       % (seq, mapper.text_id.encode(), plain.group(1).encode()))
+            continue
+        out.extend(frame(seq, chunk) for chunk in mapper.map(seq, type_, orjson.loads(data)))
+    return b"".join(out)
 
 
 def fold(message_id: str, chunks: Iterable[Chunk], metadata: Any = None) -> dict[str, Any]:

@@ -6,10 +6,12 @@
 -- part: langgraph_lease
 -- Defines lease: the run's row while the claim :lease_id holds it, share-locked until the
 -- statement commits, so the reaper cannot expire the lease (nor another worker claim the run)
--- between the check and the write. No row for :run_id null.
+-- between the check and the write. No row for :run_id null, nor for a run rolled back while it
+-- ran (its graph state is gone: roll_back_runs).
 lease AS MATERIALIZED (
     SELECT id FROM agent_runs
      WHERE id = CAST(:run_id AS uuid) AND lease_id = CAST(:lease_id AS uuid) AND status = 'leased'
+       AND cancel_reason IS DISTINCT FROM 'rolled_back'  -- its graph state was rolled back
        FOR SHARE
 )
 
@@ -28,8 +30,8 @@ LEFT JOIN LATERAL (
 
 -- name: langgraph_put_checkpoint_if_leased
 -- Store a checkpoint, fenced by the lease (held is false and nothing is written once it is
--- lost), and keep only the newest :keep of its thread and namespace (all with :keep null),
--- their pending writes with them. The new row is not in the statement's snapshot: the
+-- lost), and keep only the newest :keep of its thread and namespace (all with :keep null) and
+-- the newest of an earlier run, their pending writes with them. The new row is not in the statement's snapshot: the
 -- :keep - 1 newest older ones stay beside it.
 WITH ${part:langgraph_lease},
 put AS (
@@ -52,6 +54,11 @@ put AS (
               AND o.checkpoint_id < :checkpoint_id
             ORDER BY o.checkpoint_id DESC
            OFFSET CAST(:keep AS int) - 1)
+       -- the newest one of an earlier run stays: the state a rollback of this run goes back to
+       AND c.checkpoint_id IS DISTINCT FROM (
+           SELECT max(o.checkpoint_id) FROM langgraph_checkpoints o
+            WHERE o.thread_id = :thread_id AND o.checkpoint_ns = :checkpoint_ns
+              AND o.run_id IS DISTINCT FROM CAST(:run_id AS uuid))
     RETURNING c.checkpoint_id
 ), pruned_writes AS (
     DELETE FROM langgraph_checkpoint_writes x

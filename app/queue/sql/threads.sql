@@ -76,9 +76,12 @@ SELECT * FROM agent_runs
  ORDER BY thread_turn DESC
  LIMIT :limit;
 
--- name: roll_back_messages
--- Rollback: the messages of the runs in flight go, and a leased one asked to stop earlier
--- (interrupted) writes none any more either; the history is as it was before them.
+-- name: roll_back_runs
+-- Rollback, regenerate: the messages of the runs go, and a leased one asked to stop earlier
+-- (interrupted) writes none any more either, nor any graph state; the LangGraph checkpoints the
+-- runs wrote in the thread's graph go too (the saver keeps the one before them, see
+-- langgraph_put_checkpoint_if_leased), so the history and the graph's memory are as they were
+-- before the runs, alike.
 WITH gone AS (
     DELETE FROM thread_messages
      WHERE thread_id = :thread_id AND run_id = ANY(CAST(:run_ids AS uuid[]))
@@ -87,6 +90,14 @@ WITH gone AS (
     -- a data-modifying CTE runs whether or not it is read
     UPDATE agent_runs SET cancel_reason = 'rolled_back', updated_at = now()
      WHERE id = ANY(CAST(:run_ids AS uuid[])) AND status = 'leased' AND cancel_requested_at IS NOT NULL
+), graph_gone AS (
+    DELETE FROM langgraph_checkpoints c
+     WHERE c.thread_id = CAST(CAST(:thread_id AS uuid) AS text) AND c.run_id = ANY(CAST(:run_ids AS uuid[]))
+    RETURNING c.thread_id, c.checkpoint_ns, c.checkpoint_id
+), graph_writes_gone AS (
+    DELETE FROM langgraph_checkpoint_writes x
+     USING graph_gone g
+     WHERE x.thread_id = g.thread_id AND x.checkpoint_ns = g.checkpoint_ns AND x.checkpoint_id = g.checkpoint_id
 )
 -- the runs in flight wrote the tail of the history (a thread's runs execute in turn order)
 UPDATE threads
