@@ -67,16 +67,8 @@ class LongChats:
             return
         headers = [(k, v) for k, v in scope["headers"] if k not in (b"content-length", b"transfer-encoding")]
         headers.append((b"content-length", str(len(reduced)).encode()))
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if replayed:
-                return await receive()
-            replayed = True
-            return {"type": "http.request", "body": reduced, "more_body": False}
-
-        await self.app({**scope, "headers": headers}, replay, send)
+        body.head = reduced
+        await self.app({**scope, "headers": headers}, body.replay, send)
 
     async def _reduce(self, body: _Body) -> bytes:
         """The body with ``messages`` cut to its last item, every value bounded as it is built."""
@@ -108,7 +100,7 @@ class LongChats:
                 builder = None
         except ijson.JSONError as exc:
             raise BodyRefused(400, "malformed_json", "the request body is not valid JSON") from exc
-        return json.dumps(kept).encode()  # escaped, as a lone surrogate must be for the route to refuse it
+        return json.dumps(kept).encode()
 
     def _too_large(self) -> BodyRefused:
         return BodyRefused(
@@ -141,7 +133,8 @@ class _Body:
         return self.ended and len(self.head) <= limit
 
     async def replay(self) -> Message:
-        """The body that :meth:`fits`, as the app's ``receive``."""
+        """The body kept in ``head`` (all of a body that :meth:`fits`, or its reduction), as the
+        app's ``receive``; then the client's own messages (its disconnect)."""
         body, self.head = self.head, b""
         return {"type": "http.request", "body": body, "more_body": False} if body else await self.receive()
 
