@@ -18,7 +18,7 @@ TERMINAL_EVENTS = frozenset({"run.completed", "run.cancelled", "run.failed"})
 
 # Failures that make a run dead at once, whatever attempts it has left (docs/contract.md, section 1, "fatal error").
 FATAL_CODES = frozenset(
-    {"fatal_error", "budget_exceeded", "deadline_exceeded", "unknown_agent", "invalid_input"}
+    {"fatal_error", "budget_exceeded", "deadline_exceeded", "unknown_agent", "invalid_input", "invalid_data"}
 )
 EXAMPLES_PER_KIND = 5
 
@@ -36,6 +36,7 @@ INVARIANTS = (
     "cancelled_without_request",
     "effects_repeated",
     "wrong_output",
+    "bad_data_not_isolated",
 )
 
 
@@ -162,6 +163,10 @@ def _check_outcome(findings: Findings, run: Run, log: Sequence[Event], expectati
             )
         findings.info[f"dead_{run.error_code}"] += 1
     if expectation is None:
+        return
+    if "kind" in expectation.input:  # a run of bad data (tests/chaos/agents.py BadDataAgent)
+        if (run.status, run.error_code) != (Status.DEAD, "invalid_data"):
+            findings.add("bad_data_not_isolated", run.id, f"{run.status.value} {run.error_code}, not dead invalid_data")
         return
     if run.status is Status.CANCELLED and not expectation.cancel_sent:
         findings.add("cancelled_without_request", run.id, f"reason {run.cancel_reason}")

@@ -219,17 +219,30 @@ class Attempt(Stoppable):
             self._write_failed(exc)
             raise
 
-    async def _store(self, *, state: str | None = None, effects: Sequence[tuple[str, str]] = ()) -> Stored:
+    async def _store(
+        self,
+        *,
+        state: str | None = None,
+        effects: Sequence[tuple[str, str]] = (),
+        waits_inside: Mapping[str, int] | None = None,
+    ) -> Stored:
         """One commit of the run's buffered events with a checkpoint (``state``: the agent's, as
         JSON) or effect records, its thread messages and its usage so far, sent at once; waits
-        out a database outage (the events stay buffered meanwhile). The waits passed are
-        stored with it when they changed: a replayed step does not pass its wait again."""
+        out a database outage (the events stay buffered meanwhile).
+
+        The waits passed go with it as a resumed attempt will count them: a checkpoint stores
+        all of them (the agent's code after it runs again and passes the later ones again); an
+        effect record adds those passed inside its ``fn`` (``waits_inside``), which a replay of
+        the record skips."""
 
         async def store(take: Take) -> Stored:
             # Under the buffer's lock, in a shielded task: the messages and usage written are
             # forgotten here, even when the agent is cancelled meanwhile, so no ending writes
             # them again.
-            messages, usage, waits = tuple(self._unsaved_messages), self.usage.unstored, dict(self._waits)
+            messages, usage = tuple(self._unsaved_messages), self.usage.unstored
+            waits = dict(self._waits) if state is not None else dict(self._stored_waits)
+            for name, passed in (waits_inside or {}).items():
+                waits[name] = waits.get(name, 0) + passed
             checkpoint = None
             if state is not None or waits != self._stored_waits:
                 checkpoint = self._encoder.checkpoint(self._stored_state if state is None else state, waits)
@@ -330,13 +343,15 @@ class Attempt(Stoppable):
             self._effects = await self._queue.effects_of(self.run_id)
         if key in self._effects:
             return self._effects[key]  # type: ignore[no-any-return]
+        before = dict(self._waits)
         result = await fn()
         try:  # as it is: a replay must return what the live step returned, so not redacted
             record = self._encoder.value(result, what=f"the record of effect {key!r}", redact=False)
         except InvalidData as exc:
             self._write_failed(exc)
             raise
-        stored = await self._store(effects=[(key, record)])
+        inside = {name: n - before.get(name, 0) for name, n in self._waits.items() if n != before.get(name, 0)}
+        stored = await self._store(effects=[(key, record)], waits_inside=inside)
         kept = stored.kept.get(key, result)  # an earlier record of the key wins over this one
         self._effects[key] = kept
         return kept  # type: ignore[no-any-return]

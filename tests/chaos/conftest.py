@@ -27,7 +27,7 @@ CHAOS_ENV = {
     "RUNQ_RETRY_MAX_S": "1",
     "RUNQ_SHUTDOWN_GRACE_S": "1",
     "RUNQ_LOG_FORMAT": "json",
-    "RUNQ_AGENTS": "blocker=tests.chaos.agents:BlockingAgent",
+    "RUNQ_AGENTS": "blocker=tests.chaos.agents:BlockingAgent,baddata=tests.chaos.agents:BadDataAgent",
 }
 
 

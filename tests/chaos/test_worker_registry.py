@@ -86,7 +86,7 @@ async def test_reaper_forgets_a_killed_worker_once_stale(
     worker = spawn_worker(concurrency=2, **ENV)
     shown = await wait_until(lambda: _of(admin_get, worker.pid), within=10, what="the worker listed")
     worker.sigkill()
-    await queue.reap_expired()
+    await queue.forget_stale_workers()
     assert shown["worker_id"] in await admin_get()  # not stale yet: a lease has not passed
 
     async with engine.begin() as conn:
@@ -94,7 +94,7 @@ async def test_reaper_forgets_a_killed_worker_once_stale(
             text("UPDATE workers SET last_beat_at = now() - interval '1 minute' WHERE worker_id = :id"),
             {"id": shown["worker_id"]},
         )
-    await queue.reap_expired()
+    await queue.forget_stale_workers()
     assert shown["worker_id"] not in await admin_get()
 
 

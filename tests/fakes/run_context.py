@@ -121,8 +121,10 @@ class FakeRunContext:
 
     async def effect(self, key: str, fn: Callable[[], Awaitable[T]]) -> T:
         if key not in self.effects:
+            before = dict(self.passed)
             self.effects[key] = await fn()
-            self._stored_passed = dict(self.passed)  # the waits passed go with the record
+            for name, n in self.passed.items():  # the waits passed inside fn go with the record
+                self._stored_passed[name] = self._stored_passed.get(name, 0) + n - before.get(name, 0)
         return self.effects[key]  # type: ignore[no-any-return]
 
     def count_turn(self) -> None:

@@ -196,7 +196,7 @@ async def test_an_event_write_whose_backend_dies_is_retried_without_restarting_t
             worker.terminate()
             await asyncio.wait_for(worker.wait(), 15)
     log_text = (tmp_path / "worker.log").read_text(errors="replace")
-    assert f"events of {runs} runs not written" in log_text
+    assert f"runq-events: {runs} runs not written" in log_text
     assert len(model.requests) == runs  # no model stream started again
     await _each_streamed_once(queue, ids, log_text)
 

@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.agents.base import RunContext
 from app.domain import Run, Status
 from app.errors import LeaseLost
-from app.queue import Queue
+from app.queue import NewRun, Queue
 from tests.worker_support import check_event_log, enqueue_demo, in_process_worker, wait_until
 
 LIMIT = 64 * 1024  # RUNQ_MAX_DATA_BYTES of the worker under test
@@ -231,3 +231,28 @@ async def test_an_effect_whose_key_holds_a_record_returns_the_stored_one(queue: 
     again = await queue.record_effect(run_id=run.id, lease_id=claim.lease_id, key="charge", result={"id": "ch_2"})
     assert first == again == {"id": "ch_1"}
     assert await queue.effects_of(run.id) == {"charge": {"id": "ch_1"}}
+
+
+class BadMessageAgent:
+    """Adds a thread message it cannot store (``bad``), or a plain one."""
+
+    async def run(self, ctx: RunContext) -> dict[str, Any]:
+        content: Any = {("x", 1): 2} if ctx.input.get("bad") else "fine"
+        await ctx.add_messages([{"role": "assistant", "content": content}])
+        await ctx.checkpoint({"added": True})
+        return {"text": "ok"}
+
+
+async def test_a_thread_message_that_cannot_be_stored_fails_its_run_and_leaves_the_thread_whole(
+    database_url: str, queue: Queue
+) -> None:
+    thread, _ = await queue.create_thread(tenant_id="t1", metadata={})
+    agents = {**AGENTS, "messages": "tests.integration.test_fault_isolation:BadMessageAgent"}
+    async with in_process_worker(database_url, agents=agents):
+        bad, _, _ = await queue.enqueue_in_thread(thread.id, NewRun(tenant_id="t1", agent="messages", input={"bad": True}))
+        good, _, _ = await queue.enqueue_in_thread(thread.id, NewRun(tenant_id="t1", agent="messages", input={}))
+        failed, done = await wait_until(lambda: finished_runs(queue, [bad.id, good.id]), within=30, what="both runs")
+    assert (failed.status, failed.error_code) == (Status.DEAD, "invalid_data") and "thread message" in str(failed.error_message)
+    assert done.status is Status.DONE
+    history = await queue.thread_messages(thread.id, tenant_id="t1")
+    assert [(m.message["content"], m.run_id) for m in history] == [("fine", good.id)]

@@ -68,7 +68,7 @@ async def test_forget_and_reap_stale_workers(queue: Queue, engine: AsyncEngine) 
             text("UPDATE workers SET last_beat_at = now() - interval '31 seconds' WHERE worker_id = :id"),
             {"id": stale.worker_id},
         )
-    await queue.reap_expired()
+    await queue.forget_stale_workers()
     assert set(await by_id(queue)) == {live.worker_id}
 
     await queue.renew_leases({}, worker=stale)  # it was only stalled: its next beat registers it again

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from app.api.protocols.ag_ui_events import Segment, frames, translate_page
 
 RUN = "0b7c9a52-5b0c-4a8e-9c4e-2f7d3e1a6b10"
@@ -202,3 +204,19 @@ def test_a_page_of_stored_events_is_translated_until_the_segment_ends() -> None:
     page = [(1, "run.started", '{"attempt": 1}'), (2, "run.completed", "{}"), (3, "run.queued", "{}")]
     body = translate_page(seg, page).decode()
     assert body.count("id: 1\n") == 1 and body.count("id: 2\n") == 2 and "id: 3" not in body
+
+
+@pytest.mark.parametrize("text", ["plain", 'a "quote"', "back\\slash", "é 😀", "tab\tnew\nline", "\u001f", '"}'])
+def test_a_tokens_frame_copied_from_its_stored_json_is_the_frame_built_from_its_value(text: str) -> None:
+    """The fast path (the stored JSON string copied into the frame) gives the bytes the
+    translation gives; a token with more than its text, or none, takes the translation's path."""
+
+    def stored(data: dict[str, Any]) -> str:  # as PostgreSQL prints jsonb: ", " and ": "
+        return json.dumps(data, ensure_ascii=False)
+
+    page = [(1, "run.started", '{"attempt": 1}'), (2, "message.delta", stored({"text": "first"})),
+            (3, "message.delta", stored({"text": text})), (4, "message.delta", stored({"text": ""})),
+            (5, "message.delta", stored({"text": text, "index": 1})), (6, "run.completed", "{}")]
+    slow_segment = segment()
+    slow = b"".join(frames(seq, slow_segment.translate(seq, t, json.loads(d))) for seq, t, d in page)
+    assert translate_page(segment(), page) == slow

@@ -12,9 +12,12 @@ A replay translates the same events the same way: it is byte-identical to the li
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 Event = dict[str, Any]
 
@@ -230,12 +233,30 @@ _HANDLERS = {
 def frames(seq: int, events: Iterable[Event]) -> bytes:
     """SSE frames, each with ``id: <seq>`` of the runq event it came from, ending in LF only
     (``@ag-ui/client`` splits frames on ``\\n\\n``; sse-starlette's CRLF would break it)."""
-    return b"".join(
-        b"id: %d\ndata: %s\n\n" % (seq, json.dumps(e, ensure_ascii=False, separators=(",", ":")).encode())
-        for e in events
-    )
+    return b"".join(b"id: %d\ndata: %s\n\n" % (seq, _json(e)) for e in events)
+
+
+def _json(event: Event) -> bytes:
+    try:
+        return orjson.dumps(event)
+    except TypeError:  # an integer past 64 bits, which orjson refuses and json writes
+        return json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+# A token's stored data as PostgreSQL prints it, its text alone (not empty): the frame takes
+# that JSON string as it is, so most of a long answer's events are neither decoded nor encoded.
+_PLAIN_DELTA = re.compile(r'\{"text": ("(?:[^"\\]|\\.)+")\}')
 
 
 def translate_page(segment: Segment, events: Iterable[tuple[int, str, str]]) -> bytes:
     """The frames for a page of stored events ``(seq, type, data as JSON text)``."""
-    return b"".join(frames(seq, segment.translate(seq, type_, json.loads(data))) for seq, type_, data in events)
+    out: list[bytes] = []
+    for seq, type_, data in events:
+        if type_ == "message.delta" and segment.message is not None and not segment.ended:
+            plain = _PLAIN_DELTA.fullmatch(data)
+            if plain:
+                out.append(b'id: %d\ndata: {"type":"TEXT_MESSAGE_CONTENT","messageId":"%s","delta":%s}\n\n'
+                           % (seq, segment.message.encode(), plain.group(1).encode()))
+                continue
+        out.append(frames(seq, segment.translate(seq, type_, json.loads(data))))
+    return b"".join(out)

@@ -20,6 +20,7 @@ from typing import Any
 import asyncpg
 import httpx
 
+from tests.chaos.agents import BAD_KINDS, BAD_PLACES
 from tests.chaos.soak.cluster import LEASE_S, SoakCluster
 from tests.chaos.soak.history import History
 
@@ -28,7 +29,11 @@ FAULT_KINDS = ("worker_sigkill", "worker_sigstop", "backend_terminate", "postgre
 
 
 def run_body(rng: random.Random, i: int) -> tuple[dict[str, Any], bool]:
-    """A demo run of the mix, and whether the soak will try to cancel it while it runs."""
+    """A run of the mix, and whether the soak will try to cancel it while it runs: demo runs,
+    and a few that hand runq a value it cannot store (they must fail alone, at once)."""
+    if rng.random() < 0.03:
+        bad = {"kind": rng.choice(BAD_KINDS), "place": rng.choice(BAD_PLACES)}
+        return {"agent": "baddata", "input": bad, "max_attempts": 10}, False
     cancel = rng.random() < 0.06
     demo: dict[str, Any] = {
         "prompt": rng.choice(["", "", "soak run number " + str(i)]),
