@@ -20,7 +20,7 @@ from typing import Any
 import uvicorn
 
 from app.devmodel import replies
-from app.devmodel.wire import Answer, Chunks, completion, error_body
+from app.devmodel.wire import Chunks, completion, error_body
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -151,5 +151,3 @@ async def send_bytes(send: Send, status: int, body: bytes, headers: Iterable[tup
     await send({"type": "http.response.start", "status": status, "headers": start})
     await send({"type": "http.response.body", "body": body})
 
-
-__all__ = ["Answer", "ModelServer", "Request", "stream"]

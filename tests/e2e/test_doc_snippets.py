@@ -12,8 +12,9 @@ Marks (an HTML comment on the line before a fence):
   line: a fresh ``runq dev`` with those variables (and no model key: the development model
   answers), in a folder holding the page's files so far; the page's later blocks run against it.
 
-Each page's blocks run in order; blocks before a page's first ``first terminal`` block share one
-``runq dev`` with the other pages.
+Each page's shell blocks run in order in one bash (a later block uses an earlier one's
+variables), its Python blocks after them; blocks before a page's first ``first terminal`` block
+share one ``runq dev`` with the other pages.
 """
 
 from __future__ import annotations
