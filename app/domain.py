@@ -151,6 +151,9 @@ class Schedule:
     next_run_at: datetime
     paused: bool
     last_run_id: uuid.UUID | None
+    # why the reaper could not fire it (it tries again a minute later), and when; None once it fires
+    error: str | None
+    error_at: datetime | None
     created_at: datetime
     updated_at: datetime
     # the run each slot creates
@@ -196,6 +199,11 @@ class Strategy(StrEnum):
     REJECT = "reject"
     INTERRUPT = "interrupt"
     ROLLBACK = "rollback"
+
+    @property
+    def ends_runs(self) -> bool:
+        """Whether it ends the runs in flight (a thread token needs ``cancel`` for that)."""
+        return self in (Strategy.INTERRUPT, Strategy.ROLLBACK)
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,14 +69,20 @@ class ThreadBusy(QueueError):
 
 
 # What each limit is called in a 429's ``code`` and in ``runq_limited_total{limit}``.
-LIMIT_CODES = {"rate": "rate_limited", "pending": "too_many_pending", "streams": "too_many_streams"}
+LIMIT_CODES = {
+    "rate": "rate_limited",
+    "pending": "too_many_pending",
+    "streams": "too_many_streams",
+    "schedules": "too_many_schedules",
+}
 
 
 class LimitExceeded(QueueError):
     """The tenant is at one of its limits (docs/limits.md): nothing was created or opened.
 
-    ``limit`` is ``rate``, ``pending`` or ``streams``; ``quota`` the figure it is at (the burst
-    for the rate, over ``window_s`` seconds); ``retry_after_s`` when trying again may succeed.
+    ``limit`` is ``rate``, ``pending``, ``streams`` or ``schedules``; ``quota`` the figure it is
+    at (the burst for the rate, over ``window_s`` seconds); ``retry_after_s`` when trying again
+    may succeed.
     """
 
     def __init__(self, *, tenant_id: str, limit: str, quota: float, retry_after_s: float,

@@ -83,6 +83,9 @@ class Settings(BaseSettings):
     tenant_max_streams: Annotated[int, Field(ge=0)] = Field(
         default=0, description="Event streams a tenant may hold open, cluster-wide (0 = no limit)"
     )
+    tenant_max_schedules: Annotated[int, Field(ge=0)] = Field(
+        default=100, description="Schedules a tenant may have (0 = no limit)"
+    )
     shutdown_grace_s: Annotated[float, Field(ge=0)] = 30.0
     max_body_bytes: Annotated[int, Field(ge=1024)] = 262_144
     chat_max_body_bytes: Annotated[int, Field(ge=1024)] = Field(

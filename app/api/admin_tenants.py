@@ -39,6 +39,7 @@ class TenantLimitsIn(BaseModel):
     max_pending: Count = None
     max_streams: Count = None
     max_inflight: Count = None
+    max_schedules: Count = None
 
 
 class LimitsOut(BaseModel):
@@ -47,6 +48,7 @@ class LimitsOut(BaseModel):
     max_pending: int = Field(description="runs pending or waiting (0 = no limit)")
     max_streams: int = Field(description="event streams open (0 = no limit)")
     max_inflight: int = Field(description="runs leased at once, the claim's cap (0 = no limit)")
+    max_schedules: int = Field(description="schedules (0 = no limit)")
 
 
 class OverridesOut(BaseModel):
@@ -55,12 +57,14 @@ class OverridesOut(BaseModel):
     max_pending: int | None
     max_streams: int | None
     max_inflight: int | None
+    max_schedules: int | None
 
 
 class UseOut(BaseModel):
     pending: int = Field(description="runs pending or waiting")
     inflight: int = Field(description="runs leased")
     streams: int = Field(description="event streams open on any API process")
+    schedules: int = Field(description="schedules, paused ones included")
     create_tokens: float | None = Field(description="creates the bucket allows right now; null: no rate limit")
 
 
@@ -87,6 +91,7 @@ class TenantLimitsOut(BaseModel):
             max_pending=int(pick("max_pending")),
             max_streams=int(pick("max_streams")),
             max_inflight=int(pick("max_inflight")),
+            max_schedules=int(pick("max_schedules")),
         )
         return cls(
             tenant_id=use.tenant_id,
@@ -97,12 +102,14 @@ class TenantLimitsOut(BaseModel):
                 max_pending=defaults.max_pending,
                 max_streams=defaults.max_streams,
                 max_inflight=defaults.max_inflight,
+                max_schedules=defaults.max_schedules,
             ),
             effective=effective,
             use=UseOut(
                 pending=use.pending,
                 inflight=use.inflight,
                 streams=use.streams,
+                schedules=use.schedules,
                 create_tokens=(use.tokens if use.tokens is not None else float(burst)) if rate > 0 else None,
             ),
         )

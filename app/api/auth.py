@@ -26,7 +26,7 @@ from app.api.tokens import (
     verify_thread_token,
     verify_token,
 )
-from app.domain import Run, Thread
+from app.domain import Run, Strategy, Thread
 from app.errors import RunNotFound
 
 _bearer = HTTPBearer(
@@ -138,6 +138,15 @@ class Caller:
                 require_scope(self.grant, scope)
             except MissingScope as exc:
                 raise _token_problem(exc) from exc
+
+    def strategy(self, name: str) -> Strategy:
+        """The multitask strategy a new run of the thread asks for. One that ends the runs in
+        flight (``interrupt``, ``rollback``) also needs a thread token's ``cancel`` scope: a
+        token that may not stop a run may not end one by starting another."""
+        strategy = Strategy(name)
+        if strategy.ends_runs:
+            self.require("cancel")
+        return strategy
 
     def thread_id(self) -> uuid.UUID:
         """The route's thread: the token's, or the one the path names."""

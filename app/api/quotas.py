@@ -16,9 +16,10 @@ DETAILS = {
     "rate": "this tenant creates runs faster than its limit allows; try again after Retry-After",
     "pending": "this tenant has as many runs pending or waiting as its limit allows",
     "streams": "this tenant has as many event streams open as its limit allows",
+    "schedules": "this tenant has as many schedules as its limit allows; delete one to make room",
 }
 # The policy names of the RateLimit headers, one per limit.
-POLICIES = {"rate": "create", "pending": "pending", "streams": "streams"}
+POLICIES = {"rate": "create", "pending": "pending", "streams": "streams", "schedules": "schedules"}
 
 
 def limit_headers(exc: LimitExceeded) -> dict[str, str]:

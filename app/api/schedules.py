@@ -59,7 +59,14 @@ class PatchSchedule(BaseModel):
     paused: bool
 
 
-@response_model(Schedule, next_run_at=Field(description="the next slot; a paused schedule's is where it stopped"))
+@response_model(
+    Schedule,
+    next_run_at=Field(description="the next slot; a paused schedule's is where it stopped"),
+    error=Field(
+        description="why the workers could not fire it last time (tried again a minute later); null once it fires"
+    ),
+    error_at=Field(description="when that happened"),
+)
 class ScheduleOut(ResponseModel[Schedule]):
     pass
 
@@ -79,10 +86,11 @@ ScheduleIdPath = Annotated[uuid.UUID, Depends(parse_schedule_id)]
 
 
 @router.post("/schedules", status_code=status.HTTP_201_CREATED, response_model=ScheduleOut,
-             responses=problems(400, 401, 404, 413, 422, 503))  # fmt: skip
+             responses=problems(400, 401, 404, 413, 422, 429, 503))  # fmt: skip
 async def create_schedule(body: CreateSchedule, principal: Tenant, runtime: RuntimeDep, guard: UrlGuardDep) -> ScheduleOut:
     """A recurring run: one run per slot, created by the workers; after downtime only the latest
-    missed slot runs."""
+    missed slot runs. 429 `too_many_schedules` at the tenant's `max_schedules`; each slot's run
+    takes the tenant's create rate like any create."""
     settings = runtime.settings
     try:
         timing = Timing(cron=body.cron, every_s=body.every_s, timezone=body.timezone).check()

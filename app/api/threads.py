@@ -27,7 +27,7 @@ from app.api.thread_schemas import (
 )
 from app.api.tokens import issue_thread_token
 from app.api.webhooks import UrlGuardDep
-from app.domain import Status, Strategy
+from app.domain import Status
 from app.metrics import RUNS_CREATED, count_ending
 from app.queue import request_hash
 from app.tracing import run_traceparent
@@ -172,17 +172,17 @@ async def create_thread_run(
 ) -> RunOut:
     """The conversation's next run. It starts once every earlier run of the thread has ended;
     ``multitask_strategy`` says what happens to those still in flight (409 ``thread_busy`` for
-    ``reject``). Also with a thread token of it (`run`), which may not set `budget`,
-    `priority`, `max_attempts`, `delay_s` or `webhook` (403 `field_not_allowed`)."""
+    ``reject``). Also with a thread token of it (`run`; `cancel` too for `interrupt` and
+    `rollback`, else 403 `insufficient_scope`), which may not set `budget`, `priority`,
+    `max_attempts`, `delay_s` or `webhook` (403 `field_not_allowed`)."""
+    strategy = caller.strategy(body.multitask_strategy)
     body = caller.run_body(body)
     check_message_sizes(body)
     new = await new_run(
         body, caller.principal, runtime, guard, idempotency_key,
         traceparent=run_traceparent(http_request.headers.get("traceparent")),
     )
-    run, created, cancelled = await runtime.queue.enqueue_in_thread(
-        thread_id, new, strategy=Strategy(body.multitask_strategy)
-    )
+    run, created, cancelled = await runtime.queue.enqueue_in_thread(thread_id, new, strategy=strategy)
     for stopped in cancelled:  # pending runs a strategy cancelled now; leased ones end in their worker
         count_ending(stopped)
     if created:

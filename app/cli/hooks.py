@@ -16,7 +16,8 @@ from app.queue import Queue
 from app.settings import Settings
 
 COMMANDS = ("webhooks", "schedules", "threads")
-SCHEDULE_COLUMNS = ("id", "tenant_id", "agent", "cron", "every_s", "timezone", "paused", "next_run_at", "last_run_id")
+SCHEDULE_COLUMNS = ("id", "tenant_id", "agent", "cron", "every_s", "timezone", "paused", "next_run_at", "last_run_id",
+                    "error")  # fmt: skip
 THREAD_COLUMNS = ("id", "tenant_id", "busy", "message_count", "last_run_id", "created_at")
 MESSAGE_COLUMNS = ("index", "role", "content", "run_id")
 THREAD_RUN_COLUMNS = ("turn", "id", "status", "attempts", "cancel_reason", "created_at")

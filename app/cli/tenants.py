@@ -11,7 +11,7 @@ from app.queue import LIMIT_NAMES, Queue
 
 COMMANDS = ("tenants",)
 COLUMNS = ("tenant_id", "create_per_s", "create_burst", "pending", "max_pending", "streams", "max_streams",
-           "inflight", "max_inflight")  # fmt: skip
+           "inflight", "max_inflight", "schedules", "max_schedules")  # fmt: skip
 DEFAULT = "default"  # a limit given as this goes back to RUNQ_TENANT_*
 
 
@@ -65,4 +65,5 @@ def _row(view: TenantLimitsOut) -> dict[str, object]:
         "create_burst": limits.create_burst or "-", "pending": use.pending,
         "max_pending": limits.max_pending or "-", "streams": use.streams, "max_streams": limits.max_streams or "-",
         "inflight": use.inflight, "max_inflight": limits.max_inflight or "-",
+        "schedules": use.schedules, "max_schedules": limits.max_schedules or "-",
     }  # fmt: skip

@@ -50,6 +50,13 @@ def refused_data(exc: BaseException) -> bool:
     return _sqlstate(exc).startswith(_DATA_SQLSTATES)
 
 
+def server_message(exc: BaseException) -> str:
+    """What PostgreSQL said, without the statement and parameters SQLAlchemy adds to it (the
+    asyncpg dialect wraps asyncpg's own exception, whose text is the server's message)."""
+    cause = exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc
+    return str(getattr(cause, "__cause__", None) or cause)
+
+
 def database_down(exc: BaseException) -> bool:
     """Whether ``exc`` means PostgreSQL cannot be reached now (retry later), not a bad statement."""
     if isinstance(exc, (DatabaseUnavailable, *CONNECTION_ERRORS)):

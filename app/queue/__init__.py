@@ -109,5 +109,6 @@ class Queue(
                 max_pending=settings.tenant_max_pending,
                 max_streams=settings.tenant_max_streams,
                 max_inflight=settings.tenant_max_inflight,
+                max_schedules=settings.tenant_max_schedules,
             ),
         )

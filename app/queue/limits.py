@@ -4,15 +4,13 @@ tenant's use. The create check is in the enqueue statement itself (:mod:`app.que
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.errors import LimitExceeded
 from app.queue.ops import SET_TENANT_LIMIT
 from app.queue.statements import statement
-from app.queue.store import LimitDefaults, Store
+from app.queue.store import Store
 
 TAKE_STREAM_SLOT = statement("take_stream_slot")
 TOUCH_STREAM_SLOTS = statement("touch_stream_slots")
@@ -20,11 +18,10 @@ RELEASE_STREAM_SLOTS = statement("release_stream_slots")
 SET_TENANT_LIMITS = statement("set_tenant_limits")
 CLEAR_TENANT_LIMIT = statement("clear_tenant_limit")
 TENANT_USE = statement("tenant_use")
-PENDING_ROOM = statement("pending_room")
 
 # The limits an override can name; max_inflight is the claim's cap (tenant_limits), the rest are
 # tenant_buckets' columns.
-LIMIT_NAMES = ("create_per_s", "create_burst", "max_pending", "max_streams", "max_inflight")
+LIMIT_NAMES = ("create_per_s", "create_burst", "max_pending", "max_streams", "max_inflight", "max_schedules")
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +33,7 @@ class TenantUse:
     pending: int
     inflight: int
     streams: int
+    schedules: int
     tokens: float | None  # the create bucket's level as last stored, refilled to now; None: full
 
 
@@ -102,12 +100,4 @@ class Limits(Store):
         if rate > 0 and m["refilled_s_ago"] is not None:
             burst = self.limits.burst(rate, m["create_burst"])
             tokens = min(float(burst), m["tokens"] + rate * max(0.0, m["refilled_s_ago"]))
-        return TenantUse(m["tenant_id"], overrides, m["pending"], m["inflight"], m["streams"], tokens)
-
-
-
-async def pending_room(conn: AsyncConnection, tenants: Iterable[str], defaults: LimitDefaults) -> dict[str, int]:
-    """Room under ``max_pending`` of each of ``tenants`` that has one (absent: no limit)."""
-    params = {"tenants": sorted(set(tenants)), "default_max_pending": defaults.max_pending}
-    rows = (await conn.execute(PENDING_ROOM, params)).all()
-    return {row.tenant_id: max(0, row.room) for row in rows}
+        return TenantUse(m["tenant_id"], overrides, m["pending"], m["inflight"], m["streams"], m["schedules"], tokens)

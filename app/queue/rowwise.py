@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from prometheus_client import Counter
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.db.errors import database_down
+from app.db.errors import database_down, server_message
 
 T = TypeVar("T")
 # Defined here, where rows are skipped (app/metrics.py imports the queue, so not the other way).
@@ -39,9 +39,11 @@ async def without_failing_rows(
     apply: Callable[[Sequence[T]], Awaitable[Sequence[Any]]],
     *,
     step: str,
+    failed: Callable[[T, Exception], None] | None = None,
 ) -> list[Any]:
     """``apply(keys)``'s rows, or, when it fails, those of each half again, until the keys
-    whose change fails alone are left out."""
+    whose change fails alone are left out (reported, and handed to ``failed`` with the error,
+    for a step that marks such a row, as schedules are parked)."""
     if not keys:
         return []
     try:
@@ -51,16 +53,25 @@ async def without_failing_rows(
         if database_down(exc):
             raise
         if len(keys) == 1:
-            MAINTENANCE_ERRORS.labels(step=step).inc()
-            # once per row and process at error level: a row that fails stays and fails each pass
-            first = _first_report(step, keys[0])
-            log.log(logging.ERROR if first else logging.DEBUG, "%s: %s skipped, its change failed: %s", step, keys[0], exc)
+            report_failed_row(step, keys[0], exc)
+            if failed is not None:
+                failed(keys[0], exc)
             return []
     half = len(keys) // 2
     return [
-        *await without_failing_rows(conn, keys[:half], apply, step=step),
-        *await without_failing_rows(conn, keys[half:], apply, step=step),
+        *await without_failing_rows(conn, keys[:half], apply, step=step, failed=failed),
+        *await without_failing_rows(conn, keys[half:], apply, step=step, failed=failed),
     ]
+
+
+def report_failed_row(step: str, key: Any, exc: BaseException) -> None:
+    """A row the step left out: counted each time, logged at error level once per row and
+    process (a row that fails stays, and fails again on each pass)."""
+    MAINTENANCE_ERRORS.labels(step=step).inc()
+    first = _first_report(step, key)
+    # PostgreSQL's message only: SQLAlchemy's text adds the statement and its parameters (data)
+    log.log(logging.ERROR if first else logging.DEBUG, "%s: %s skipped, its change failed: %s",
+            step, key, server_message(exc))
 
 
 def _first_report(step: str, key: Any) -> bool:

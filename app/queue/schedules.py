@@ -3,12 +3,18 @@
 Firing happens in the workers' reaper pass, under the reaper's advisory lock and the due rows'
 locks, in one transaction: a slot becomes one run cluster-wide however many workers run. The
 slot's time is also the run's idempotency key, so even a repeat of a slot inserts nothing.
+
+A schedule the pass cannot fire — its slot cannot be computed (a time zone this worker's tzdata
+lacks), or PostgreSQL refuses its run — is parked: its reason is stored and shown, and the pass
+leaves it alone for ``PARK_S`` while every other schedule fires. A slot is a create like any
+other: one its tenant's limits refuse now stays due until their ``Retry-After``.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,14 +22,15 @@ from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.cron import Timing
+from app.db.errors import server_message
 from app.domain import Schedule
-from app.errors import ScheduleNotFound
+from app.errors import LimitExceeded, ScheduleNotFound
 from app.queue.claims import BOUND_IDLE_TRANSACTION
 from app.queue.codec import dumps, page_params, schedule_from_row
-from app.queue.limits import pending_room
 from app.queue.maintenance import REAPER_LOCK
+from app.queue.rowwise import report_failed_row, without_failing_rows
 from app.queue.statements import statement
-from app.queue.store import LimitDefaults, Store
+from app.queue.store import Store
 
 DATABASE_NOW = statement("database_now")
 CREATE_SCHEDULE = statement("create_schedule")
@@ -34,8 +41,32 @@ SET_SCHEDULE_PAUSED = statement("set_schedule_paused")
 DELETE_SCHEDULE = statement("delete_schedule")
 DUE_SCHEDULES = statement("due_schedules")
 FIRE_SCHEDULES = statement("fire_schedules")
+PARK_SCHEDULES = statement("park_schedules")
+LOCK_SLOT_OWNERS = statement("lock_slot_owners")
 NEXT_SCHEDULE_DUE_IN = statement("next_schedule_due_in")
 
+PARK_S = 60.0  # a parked schedule is tried again after this long (a fixed one fires then)
+MAX_REASON_CHARS = 500
+STEP = "schedules"  # in runq_maintenance_errors_total{step} (app/queue/rowwise.py)
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """A due schedule's slot to fire: the run's key, and the schedule's next slot after it."""
+
+    key: str
+    next_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulesFired:
+    """What one pass over the due schedules did: the ``(schedule_id, run_id)`` pairs of the
+    runs it created, how many slots wait for their tenant's create limits, and the schedules
+    it parked with their reasons."""
+
+    runs: list[tuple[uuid.UUID, uuid.UUID]] = field(default_factory=list)
+    held: int = 0
+    parked: dict[uuid.UUID, str] = field(default_factory=dict)
 
 
 def slot_key(schedule_id: uuid.UUID, slot: datetime) -> str:
@@ -47,19 +78,20 @@ def timing_of(schedule: Schedule) -> Timing:
     return Timing(cron=schedule.cron, every_s=schedule.every_s, timezone=schedule.timezone)
 
 
-async def _with_room(conn: AsyncConnection, rows: Sequence[Row[Any]], limits: LimitDefaults) -> list[Row[Any]]:
-    """The due schedules whose tenant has room under its ``max_pending`` (docs/limits.md), the
-    earliest first. The others are left due, not advanced: their slot fires once there is room
-    (after downtime-like waits, only the latest missed slot, as ever)."""
-    room = await pending_room(conn, {row.tenant_id for row in rows}, limits)
-    kept = []
+def _slots(rows: Sequence[Row[Any]], faults: dict[uuid.UUID, str]) -> dict[uuid.UUID, Slot]:
+    """The slot of each due schedule, by its id; one whose slot cannot be computed goes to
+    ``faults`` with the reason (whatever the error: it is that row's, and no other's)."""
+    slots = {}
     for row in rows:
-        left = room.get(row.tenant_id)
-        if left is None or left > 0:
-            kept.append(row)
-            if left is not None:
-                room[row.tenant_id] = left - 1
-    return kept
+        try:
+            schedule = schedule_from_row(row)
+            slot, next_at = timing_of(schedule).latest_due(row.db_now, next_run_at=schedule.next_run_at)
+        except Exception as exc:  # e.g. a zone this worker's tzdata lacks
+            report_failed_row(STEP, row.id, exc)
+            faults[row.id] = str(exc) or type(exc).__name__
+            continue
+        slots[schedule.id] = Slot(slot_key(schedule.id, slot), next_at)
+    return slots
 
 
 class Schedules(Store):
@@ -76,7 +108,9 @@ class Schedules(Store):
         thread_id: uuid.UUID | None = None,
         webhook: Mapping[str, Any] | None = None,
     ) -> Schedule:
-        """Store a schedule, first due at its first slot after the database's now."""
+        """Store a schedule, first due at its first slot after the database's now;
+        :class:`LimitExceeded` when the tenant is at its ``max_schedules``, and nothing is stored."""
+        self.refusals.check(tenant_id, "schedule")
         async with self._tx() as conn:
             now = (await conn.execute(DATABASE_NOW)).scalar_one()
             params = {
@@ -92,8 +126,14 @@ class Schedules(Store):
                 "thread_id": thread_id,
                 "webhook": dumps(webhook) if webhook is not None else None,
                 "next_run_at": timing.first_after(now),
+                "max_schedules": self.limits.max_schedules,
             }
             row = (await conn.execute(CREATE_SCHEDULE, params)).one()
+        if row.at_cap is not None:
+            raise self.refusals.remember(
+                "schedule",
+                LimitExceeded(tenant_id=tenant_id, limit="schedules", quota=row.at_cap, retry_after_s=1.0),
+            )
         return schedule_from_row(row)
 
     async def get_schedule(self, schedule_id: uuid.UUID, *, tenant_id: str | None) -> Schedule:
@@ -131,27 +171,43 @@ class Schedules(Store):
         if deleted is None:
             raise ScheduleNotFound(str(schedule_id))
 
-    async def fire_due_schedules(self, *, batch: int = 500) -> list[tuple[uuid.UUID, uuid.UUID]]:
-        """One run per due schedule for its latest slot, the schedule moved past now; the
-        ``(schedule_id, run_id)`` pairs created. One reaper at a time cluster-wide."""
+    async def fire_due_schedules(self, *, batch: int = 500) -> SchedulesFired:
+        """One run per due schedule for its latest slot, the schedule moved past now; a schedule
+        that cannot be fired is parked, and the others fire. One reaper at a time cluster-wide."""
         async with self._tx() as conn:
             await conn.execute(BOUND_IDLE_TRANSACTION, self._idle_bound())
             if not (await conn.execute(REAPER_LOCK)).scalar():
-                return []
+                return SchedulesFired()
             rows = (await conn.execute(DUE_SCHEDULES, {"batch": batch})).all()
-            rows = await _with_room(conn, rows, self.limits)
-            if not rows:
-                return []
-            ids, keys, next_ats = [], [], []
-            for row in rows:
-                schedule = schedule_from_row(row)
-                slot, next_at = timing_of(schedule).latest_due(row.db_now, next_run_at=schedule.next_run_at)
-                ids.append(schedule.id)
-                keys.append(slot_key(schedule.id, slot))
-                next_ats.append(next_at)
-            params = {"ids": ids, "slot_keys": keys, "next_ats": next_ats, "aging_s": self.aging_s}
-            fired = (await conn.execute(FIRE_SCHEDULES, params)).all()
-        return [(row.schedule_id, row.run_id) for row in fired]
+            faults: dict[uuid.UUID, str] = {}
+            slots = _slots(rows, faults)
+            if slots:  # see lock_slot_owners: no deadlock with a create, and max_pending exact
+                await conn.execute(LOCK_SLOT_OWNERS, {"ids": list(slots)})
+
+            async def fire(ids: Sequence[uuid.UUID]) -> Sequence[Row[Any]]:
+                return (await conn.execute(FIRE_SCHEDULES, self._fire_params(ids, slots))).all()
+
+            def refused(schedule_id: uuid.UUID, exc: Exception) -> None:
+                faults[schedule_id] = f"PostgreSQL refused its run: {server_message(exc)}"
+
+            fired = await without_failing_rows(conn, list(slots), fire, step=STEP, failed=refused)
+            await _park(conn, faults)
+        return SchedulesFired(
+            runs=[(r.schedule_id, r.run_id) for r in fired if r.run_id is not None],
+            held=sum(1 for r in fired if r.held_s is not None),
+            parked=faults,
+        )
+
+    def _fire_params(self, ids: Sequence[uuid.UUID], slots: Mapping[uuid.UUID, Slot]) -> dict[str, Any]:
+        return {
+            "ids": list(ids),
+            "slot_keys": [slots[i].key for i in ids],
+            "next_ats": [slots[i].next_at for i in ids],
+            "aging_s": self.aging_s,
+            "limit_per_s": self.limits.create_per_s,
+            "limit_burst": self.limits.create_burst,
+            "limit_max_pending": self.limits.max_pending,
+        }
 
     async def next_schedule_due_in(self) -> float | None:
         """Seconds until the earliest active schedule is due (negative once it is), or ``None``
@@ -159,3 +215,10 @@ class Schedules(Store):
         async with self._statement() as conn:
             due_in = (await conn.execute(NEXT_SCHEDULE_DUE_IN)).scalar()
         return None if due_in is None else float(due_in)
+
+
+async def _park(conn: AsyncConnection, faults: Mapping[uuid.UUID, str]) -> None:
+    """Each schedule of ``faults`` shows its reason and is left alone for ``PARK_S``."""
+    if faults:
+        reasons = [reason[:MAX_REASON_CHARS] for reason in faults.values()]
+        await conn.execute(PARK_SCHEDULES, {"ids": list(faults), "reasons": reasons, "retry_s": PARK_S})

@@ -24,6 +24,7 @@ class LimitDefaults:
     max_pending: int = 0
     max_streams: int = 0
     max_inflight: int = 0
+    max_schedules: int = 100
 
     def burst(self, create_per_s: float, create_burst: int | None) -> int:
         """The bucket's size for a rate and a burst override, as ``runq_admit_create`` takes it."""

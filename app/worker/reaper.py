@@ -88,7 +88,9 @@ async def _cancel_abandoned(queue: Queue) -> None:
 
 
 async def _fire_schedules(queue: Queue) -> None:
-    for schedule_id, run_id in await queue.fire_due_schedules():
+    """Due slots as runs; a schedule that cannot fire is parked, reported where it is
+    (app/queue/schedules.py), and the others fire."""
+    for schedule_id, run_id in (await queue.fire_due_schedules()).runs:
         SCHEDULE_RUNS.inc()
         log.info("schedule %s created run %s", schedule_id, run_id)
 

@@ -36,7 +36,7 @@ from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
 
 from app import tracing
-from app.db.errors import refused_data
+from app.db.errors import refused_data, server_message
 from app.domain import Finished
 from app.errors import DatabaseUnavailable, InvalidData, LeaseLost
 from app.queue import Appended, Ended, Queue, Stored
@@ -180,7 +180,8 @@ class Batcher(Generic[ItemT, ResultT]):
                 return
             # PostgreSQL refused something of one run (we cannot tell which from here): each
             # half again, until the run at fault is alone and the others are written
-            log.warning("%s: a statement of %d runs refused, written in halves: %s", self._name, len(items), exc)
+            log.warning("%s: a statement of %d runs refused, written in halves: %s", self._name, len(items),
+                        server_message(exc))
             half = len(items) // 2
             await self._send(items[:half])
             await self._send(items[half:])
@@ -196,7 +197,7 @@ class Batcher(Generic[ItemT, ResultT]):
             # give a struggling database air before the next statement
             self._calm_until = asyncio.get_running_loop().time() + self._failed_interval_s
         elif refused_data(exc):
-            exc = InvalidData(f"PostgreSQL refused the run's data: {exc}")
+            exc = InvalidData(f"PostgreSQL refused the run's data: {server_message(exc)}")
         else:
             log.error("%s: the write of run %s failed", self._name, items[0][0].run_id, exc_info=exc)
         for _, done in items:

@@ -115,10 +115,10 @@ async def test_a_slot_fired_twice_makes_one_run(queue: Queue, engine: AsyncEngin
     schedule = await every(queue, 60)
     await set_due(engine, schedule.id, ago_s=1)
     slot = (await queue.get_schedule(schedule.id, tenant_id=None)).next_run_at
-    ((_, run_id),) = await queue.fire_due_schedules()
+    ((_, run_id),) = (await queue.fire_due_schedules()).runs
     async with engine.begin() as conn:
         await conn.execute(text("UPDATE schedules SET next_run_at = :slot WHERE id = :id"), {"slot": slot, "id": schedule.id})
-    assert await queue.fire_due_schedules() == []
+    assert (await queue.fire_due_schedules()).runs == []
     assert await runs_of(engine, schedule.id) == [slot_key(schedule.id, slot)]
     after = await queue.get_schedule(schedule.id, tenant_id=None)
     assert after.last_run_id == run_id and after.next_run_at == slot + timedelta(seconds=60)
@@ -142,7 +142,7 @@ async def test_a_thread_schedule_queues_its_runs_in_the_thread(queue: Queue, eng
     await queue.delete_thread(gone.id, tenant_id="t1")
     for schedule in (first, second, orphan, plain):
         await set_due(engine, schedule.id)
-    fired = dict(await queue.fire_due_schedules())
+    fired = dict((await queue.fire_due_schedules()).runs)
     assert set(fired) == {first.id, second.id, plain.id}  # a deleted thread takes no run, the rest fire
     turns = [turn for turn, _ in await queue.list_thread_runs(thread.id, tenant_id="t1")]
     assert turns == [2, 1]

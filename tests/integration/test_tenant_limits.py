@@ -18,12 +18,14 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.cron import Timing
 from app.db.engine import create_engine
 from app.errors import LimitExceeded
 from app.queue import LimitDefaults, NewRun, Queue
 from app.queue.refusals import Refusals
 from tests.api_support import ApiProcess, new_key, wait_for
 from tests.integration.test_hooks_cli import runq
+from tests.integration.test_schedules_firing import set_due
 
 TTL_S = 1.5
 ENV = {"RUNQ_PRESENCE_TTL_S": str(TTL_S), "RUNQ_POLL_S": "0.2"}
@@ -220,12 +222,46 @@ async def test_schedule_slot_at_max_pending_is_created_later(engine: AsyncEngine
             ),
             {"id": schedule_id},
         )
-    assert await queue.fire_due_schedules() == []  # full: the slot waits, still due
+    held = await queue.fire_due_schedules()  # full: the slot waits, still due, for Retry-After
+    assert (held.runs, held.held) == ([], 1)
     assert (await queue.get_schedule(schedule_id, tenant_id=None)).last_run_id is None
     await queue.request_cancel(blocker.id, tenant_id="alice")
-    fired = await queue.fire_due_schedules()
+    assert (await queue.fire_due_schedules()).runs == []  # not looked at before its Retry-After
+    async with engine.begin() as conn:  # the second passes
+        await conn.execute(text("UPDATE schedules SET not_before = now() WHERE id = :id"), {"id": schedule_id})
+    fired = (await queue.fire_due_schedules()).runs
     assert [s for s, _ in fired] == [schedule_id]
     assert (await queue.get_schedule(schedule_id, tenant_id=None)).next_run_at.timestamp() > time.time()
+
+
+async def test_one_pass_fires_no_more_slots_than_the_tenants_room(engine: AsyncEngine) -> None:
+    """Many due schedules of a tenant near its max_pending: the pass fills the room, no more
+    (its admissions cannot count the runs their own statement inserts), and holds the rest."""
+    queue = Queue(engine, limits=LimitDefaults(max_pending=3))
+    await queue.enqueue(NewRun(tenant_id="alice", agent="demo", input={}))
+    timing = Timing(cron=None, every_s=60).check()
+    for tenant in ("alice",) * 5 + ("bob",) * 4:
+        schedule = await queue.create_schedule(
+            tenant_id=tenant, timing=timing, agent="demo", input={}, budget={}, priority=0, max_attempts=1
+        )
+        await set_due(engine, schedule.id)
+    fired = await queue.fire_due_schedules()
+    assert (len(fired.runs), fired.held) == (2 + 3, 3 + 1)
+    assert await count_runs(engine, "alice") == await count_runs(engine, "bob") == 3
+
+
+async def test_a_pass_and_api_creates_at_once_stay_within_max_pending(engine: AsyncEngine) -> None:
+    await Queue(engine).set_tenant_limits("alice", {"max_pending": 4})
+    timing = Timing(cron=None, every_s=60).check()
+    for _ in range(4):
+        schedule = await Queue(engine).create_schedule(
+            tenant_id="alice", timing=timing, agent="demo", input={}, budget={}, priority=0, max_attempts=1
+        )
+        await set_due(engine, schedule.id)
+    creates = [Queue(engine).enqueue(NewRun(tenant_id="alice", agent="demo", input={})) for _ in range(4)]
+    results = await asyncio.gather(Queue(engine).fire_due_schedules(), *creates, return_exceptions=True)
+    assert not [r for r in results if isinstance(r, Exception) and not isinstance(r, LimitExceeded)]
+    assert await count_runs(engine, "alice") == 4
 
 
 async def test_a_refusal_is_answered_without_the_database_until_its_wait_is_over(engine: AsyncEngine) -> None:
@@ -324,15 +360,22 @@ async def test_runq_tenants_list_and_limits(engine: AsyncEngine, queue: Queue, d
     await queue.enqueue(NewRun(tenant_id="alice", agent="demo", input={}))
     shown = json.loads(runq(database_url, "tenants", "limits", "alice", "--max-pending", "5", "--json").stdout)
     assert shown[0]["overrides"]["max_pending"] == 5 and shown[0]["use"]["pending"] == 1
-    shown = json.loads(runq(database_url, "tenants", "limits", "alice", "--create-per-s", "2", "--json").stdout)
+    await queue.create_schedule(
+        tenant_id="alice", timing=Timing(cron=None, every_s=60).check(), agent="demo", input={}, budget={},
+        priority=0, max_attempts=1,
+    )  # fmt: skip
+    args = ("--create-per-s", "2", "--max-schedules", "7", "--json")
+    shown = json.loads(runq(database_url, "tenants", "limits", "alice", *args).stdout)
     assert shown[0]["effective"] == {
         "create_per_s": 2.0, "create_burst": 4, "max_pending": 5, "max_streams": 0, "max_inflight": 0,
+        "max_schedules": 7,
     }  # fmt: skip
+    assert shown[0]["use"]["schedules"] == 1 and shown[0]["defaults"]["max_schedules"] == 100
     runq(database_url, "tenants", "limits", "alice", "--max-pending", "default")
     listed = json.loads(runq(database_url, "tenants", "list", "--json").stdout)
     assert [(t["tenant_id"], t["overrides"]["max_pending"]) for t in listed] == [("alice", None)]
     table = runq(database_url, "tenants", "list").stdout
-    assert "alice" in table and "MAX_PENDING" in table
+    assert "alice" in table and "MAX_PENDING" in table and "MAX_SCHEDULES" in table
 
 
 async def test_python_client_waits_out_retry_after_and_creates(

@@ -33,7 +33,7 @@ from app.api.stream import SEND_TIMEOUT_S, follow_pages
 from app.api.thread_schemas import CHAT_ID_PATTERN, ChatId, CreateThreadRun
 from app.api.threads import check_message_sizes
 from app.api.webhooks import UrlGuardDep
-from app.domain import Run, Status, Strategy, Thread
+from app.domain import Run, Status, Thread
 from app.errors import ThreadNotFound
 from app.guards.redact import redact_data
 from app.guards.ssrf import UrlGuard
@@ -112,8 +112,9 @@ async def chat(
 ) -> Response:
     """A chat message: a new run of the chat's thread (or the resume of the run an approval
     answers), streamed as the AI SDK's UI message stream. Also with a thread token of the chat
-    (`run`; `resume` to answer an approval). The stream holds one of the tenant's stream slots
-    (`429 too_many_streams` past its `max_streams`, and then no run is created)."""
+    (`run`; `resume` to answer an approval; `cancel` to regenerate, or with the `interrupt` and
+    `rollback` strategies, else 403 `insufficient_scope`). The stream holds one of the tenant's
+    stream slots (`429 too_many_streams` past its `max_streams`, and then no run is created)."""
     return await caller.runtime.presence.streaming(
         caller.tenant_id, lambda: _chat(body, http_request, caller, guard)
     )
@@ -125,6 +126,9 @@ async def _chat(body: ChatRequest, http_request: Request, caller: Caller, guard:
     last = body.messages[-1] if body.messages else {}
     if body.trigger == "submit-message" and last.get("role") == "assistant":
         return await _answer_approval(caller, thread, last)
+    if body.trigger == "regenerate-message":
+        caller.require("cancel")  # it erases the last run's answer, as a rollback would
+    strategy = caller.strategy(body.multitask_strategy)
     prompt = _user_text(last)
     if prompt is None:
         raise ApiProblem(
@@ -156,9 +160,7 @@ async def _chat(body: ChatRequest, http_request: Request, caller: Caller, guard:
     if body.trigger == "regenerate-message":
         run = await runtime.queue.regenerate_in_thread(thread.id, new)
     else:
-        run, _, cancelled = await runtime.queue.enqueue_in_thread(
-            thread.id, new, strategy=Strategy(create.multitask_strategy)
-        )
+        run, _, cancelled = await runtime.queue.enqueue_in_thread(thread.id, new, strategy=strategy)
         for stopped in cancelled:
             count_ending(stopped)
     RUNS_CREATED.labels(agent=run.agent).inc()

@@ -18,6 +18,7 @@ tenant_buckets = Table(
     Column("create_burst", Integer),
     Column("max_pending", Integer),
     Column("max_streams", Integer),
+    Column("max_schedules", Integer),
     # the create bucket: tokens left at refilled_at (null: full)
     Column("tokens", Float, nullable=False, server_default="0"),
     Column("refilled_at", DateTime(timezone=True)),
@@ -29,6 +30,7 @@ tenant_buckets = Table(
     CheckConstraint("create_burst >= 0", name="create_burst"),
     CheckConstraint("max_pending >= 0", name="max_pending"),
     CheckConstraint("max_streams >= 0", name="max_streams"),
+    CheckConstraint("max_schedules >= 0", name="max_schedules"),
 )
 
 # One row per open stream; its process pushes expires_at forward while the stream lasts, so a

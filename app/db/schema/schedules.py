@@ -12,6 +12,7 @@ from sqlalchemy import (
     Integer,
     Table,
     Text,
+    func,
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB, UUID
@@ -36,10 +37,21 @@ schedules = Table(
     Column("paused", Boolean, nullable=False, server_default=text("false")),
     Column("next_run_at", DateTime(timezone=True), nullable=False),
     Column("last_run_id", UUID(as_uuid=True)),
+    # why the reaper could not fire it, and when; cleared when it fires again
+    Column("error", Text),
+    Column("error_at", DateTime(timezone=True)),
+    # left alone until then though due: parked after an error, or its slot refused by the
+    # tenant's create limits until their Retry-After
+    Column("not_before", DateTime(timezone=True)),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=NOW),
     CheckConstraint("(cron IS NULL) <> (every_s IS NULL)", name="cron_or_every"),
     CheckConstraint("every_s IS NULL OR every_s >= 1", name="every_s"),
 )
-Index("ix_schedules_due", schedules.c.next_run_at, postgresql_where=text("NOT paused"))
+# when the reaper looks at a schedule next: its slot, or later while it is held back
+Index(
+    "ix_schedules_due",
+    func.greatest(schedules.c.next_run_at, schedules.c.not_before),
+    postgresql_where=text("NOT paused"),
+)
 newest_first_index("ix_schedules_tenant_created", schedules, schedules.c.tenant_id)

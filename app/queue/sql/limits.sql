@@ -20,13 +20,14 @@ DELETE FROM stream_slots WHERE id = ANY(CAST(:ids AS uuid[]));
 
 -- name: set_tenant_limits
 -- Set the limits a PUT names (null: back to the default, 0: no limit); the others stay.
-INSERT INTO tenant_buckets (tenant_id, create_per_s, create_burst, max_pending, max_streams)
-VALUES (:tenant_id, :create_per_s, :create_burst, :max_pending, :max_streams)
+INSERT INTO tenant_buckets (tenant_id, create_per_s, create_burst, max_pending, max_streams, max_schedules)
+VALUES (:tenant_id, :create_per_s, :create_burst, :max_pending, :max_streams, :max_schedules)
 ON CONFLICT (tenant_id) DO UPDATE
    SET create_per_s = CASE WHEN :set_create_per_s THEN excluded.create_per_s ELSE tenant_buckets.create_per_s END,
        create_burst = CASE WHEN :set_create_burst THEN excluded.create_burst ELSE tenant_buckets.create_burst END,
        max_pending = CASE WHEN :set_max_pending THEN excluded.max_pending ELSE tenant_buckets.max_pending END,
        max_streams = CASE WHEN :set_max_streams THEN excluded.max_streams ELSE tenant_buckets.max_streams END,
+       max_schedules = CASE WHEN :set_max_schedules THEN excluded.max_schedules ELSE tenant_buckets.max_schedules END,
        updated_at = now();
 
 -- name: clear_tenant_limit
@@ -50,7 +51,7 @@ WITH names AS (
      ORDER BY tenant_id
      LIMIT :limit
 )
-SELECT p.tenant_id, b.create_per_s, b.create_burst, b.max_pending, b.max_streams,
+SELECT p.tenant_id, b.create_per_s, b.create_burst, b.max_pending, b.max_streams, b.max_schedules,
        b.tokens, extract(epoch FROM now() - b.refilled_at)::float8 AS refilled_s_ago,
        tl.max_inflight,
        (SELECT count(*) FROM agent_runs r
@@ -58,16 +59,9 @@ SELECT p.tenant_id, b.create_per_s, b.create_burst, b.max_pending, b.max_streams
        (SELECT count(*) FROM agent_runs r
          WHERE r.tenant_id = p.tenant_id AND r.status = 'leased') AS inflight,
        (SELECT count(*) FROM stream_slots s
-         WHERE s.tenant_id = p.tenant_id AND s.expires_at > now()) AS streams
+         WHERE s.tenant_id = p.tenant_id AND s.expires_at > now()) AS streams,
+       (SELECT count(*) FROM schedules s WHERE s.tenant_id = p.tenant_id) AS schedules
   FROM page p
   LEFT JOIN tenant_buckets b ON b.tenant_id = p.tenant_id
   LEFT JOIN tenant_limits tl ON tl.tenant_id = p.tenant_id
  ORDER BY p.tenant_id;
-
--- name: pending_room
--- Schedules: how many more runs each of these tenants may have queued, for those with a max_pending.
-SELECT t.tenant_id, c.cap - runq_queued_runs(t.tenant_id, c.cap) AS room
-  FROM unnest(CAST(:tenants AS text[])) AS t(tenant_id)
-  LEFT JOIN tenant_buckets b ON b.tenant_id = t.tenant_id
- CROSS JOIN LATERAL (SELECT coalesce(b.max_pending, :default_max_pending) AS cap) c
- WHERE c.cap > 0;

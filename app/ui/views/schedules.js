@@ -12,6 +12,8 @@ function timing(s) {
 
 function nextRun(s) {
   if (s.paused) return h("span", { class: "muted" }, "paused");
+  // parked: the workers could not fire it, and try again a minute after error_at
+  if (s.error) return h("span", { title: `since ${new Date(s.error_at).toLocaleString()}` }, `parked: ${s.error}`);
   return h("time", { datetime: s.next_run_at, title: new Date(s.next_run_at).toLocaleString() }, new Date(s.next_run_at).toLocaleString());
 }
 

@@ -36,6 +36,7 @@ function limitsTable(tenants) {
       { label: "Pending", cell: (t) => against(t.use.pending, t.effective.max_pending), class: "num" },
       { label: "In flight", cell: (t) => against(t.use.inflight, t.effective.max_inflight), class: "num" },
       { label: "Streams", cell: (t) => against(t.use.streams, t.effective.max_streams), class: "num" },
+      { label: "Schedules", cell: (t) => against(t.use.schedules, t.effective.max_schedules), class: "num" },
       { label: "Create rate", cell: rate },
     ],
     tenants,

@@ -1,5 +1,5 @@
 """Schedule routes: create, read, list, pause/resume, delete; bad timing with its codes; another
-tenant's schedule is 404 everywhere."""
+tenant's schedule is 404 everywhere; a parked schedule's error; the tenant's max_schedules."""
 
 from __future__ import annotations
 
@@ -7,8 +7,12 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
+from fastapi import FastAPI
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.queue import Queue
+from app.queue.refusals import Refusals
 from tests.api_support import new_key
 
 SCHEDULE_FIELDS = {"id", "tenant_id", "cron", "every_s", "timezone", "next_run_at", "paused", "last_run_id", "created_at"}
@@ -130,3 +134,48 @@ async def test_a_schedule_names_one_of_the_tenants_threads(
     for headers, thread in ((bob, thread_id), (alice, "0b7c5a1e-0000-4000-8000-000000000000")):
         response = await client.post("/schedules", json=body | {"thread_id": thread}, headers=headers)
         assert (response.status_code, response.json()["code"]) == (404, "not_found"), response.text
+
+
+async def test_a_parked_schedule_shows_why_to_its_tenant_only(
+    client: httpx.AsyncClient, alice: dict[str, str], bob: dict[str, str], engine: AsyncEngine, queue: Queue
+) -> None:
+    sid = (await create(client, alice, cron="0 * * * *", every_s=None))["id"]
+    async with engine.begin() as conn:  # a zone this worker's tzdata no longer has
+        await conn.execute(
+            text("UPDATE schedules SET timezone = 'Mars/Olympus', next_run_at = now() - interval '1 s' WHERE id = :id"),
+            {"id": sid},
+        )
+    assert (await queue.fire_due_schedules()).parked
+    shown = (await client.get(f"/schedules/{sid}", headers=alice)).json()
+    assert shown["error"] == "unknown time zone 'Mars/Olympus'" and shown["error_at"] is not None
+    assert (await client.get("/schedules", headers=alice)).json()["items"] == [shown]
+    assert (await client.get(f"/schedules/{sid}", headers=bob)).status_code == 404
+    assert (await create(client, bob))["error"] is None
+
+
+async def test_max_schedules_is_a_429_with_the_limit_headers(
+    app: FastAPI, client: httpx.AsyncClient, alice: dict[str, str], bob: dict[str, str], engine: AsyncEngine
+) -> None:
+    now = [0.0]
+    app.state.runtime.queue.refusals = Refusals(clock=lambda: now[0])
+    ops = await new_key(engine, "ops", admin=True)
+    put = await client.put("/admin/tenants/alice/limits", json={"max_schedules": 2}, headers=ops)
+    assert put.json()["effective"]["max_schedules"] == 2 and put.json()["defaults"]["max_schedules"] == 100
+    kept = [(await create(client, alice))["id"] for _ in range(2)]
+    refused = await client.post("/schedules", json={"agent": "demo", "every_s": 60}, headers=alice)
+    assert refused.status_code == 429 and refused.headers["content-type"] == "application/problem+json"
+    assert refused.json() | {"detail": ""} == {
+        "type": "urn:runq:problem:too_many_schedules", "title": "Too Many Requests", "status": 429,
+        "code": "too_many_schedules", "detail": "", "instance": "/schedules", "limit": "schedules", "quota": 2.0,
+    }  # fmt: skip
+    assert (refused.headers["Retry-After"], refused.headers["RateLimit-Policy"]) == ("1", '"schedules";q=2')
+    assert refused.headers["RateLimit"] == '"schedules";r=0;t=1'
+    listed = (await client.get("/schedules", headers=alice)).json()["items"]
+    assert sorted(s["id"] for s in listed) == sorted(kept)  # nothing created
+    await create(client, bob)  # another tenant has room of its own
+    tenants = (await client.get("/admin/tenants", headers=ops)).json()["items"]
+    assert {t["tenant_id"]: t["use"]["schedules"] for t in tenants if t["tenant_id"] != "ops"} == {"alice": 2, "bob": 1}
+
+    assert (await client.delete(f"/schedules/{kept[0]}", headers=alice)).status_code == 204
+    now[0] = 1.0  # the refusal's Retry-After is over
+    await create(client, alice)
