@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -101,6 +102,7 @@ def runq_dev(extra: dict[str, str], files: dict[str, str]) -> Iterator[dict[str,
         yield env | exported
     finally:
         _stop(proc, timeout=60)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
