@@ -37,7 +37,7 @@ node-deps: $(NODE_DEPS)
 # The chat page of examples/chat (Vite + React + `@ai-sdk/react`), built into examples/chat/dist
 # for the browser test that drives it against a live runq.
 CHAT_DIST := examples/chat/dist/index.html
-$(CHAT_DIST): examples/chat/package-lock.json examples/chat/index.html examples/chat/vite.config.js $(wildcard examples/chat/src/*)
+$(CHAT_DIST): examples/chat/package-lock.json examples/chat/index.html examples/chat/vite.config.js examples/chat/config.js $(wildcard examples/chat/src/*)
 	cd examples/chat && npm ci --no-audit --no-fund --loglevel=error && npx vite build --logLevel error
 chat-example: $(CHAT_DIST)
 

@@ -15,7 +15,6 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
 from sqlalchemy import exc as sa_exc
@@ -23,7 +22,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app import heap, tracing
 from app.agents.inputs import InvalidInput
-from app.agents.registry import UnknownAgent, load_agents
+from app.agents.registry import UnknownAgent, start_agents
 from app.api import (
     admin,
     admin_tenants,
@@ -37,11 +36,13 @@ from app.api import (
     ui,
     webhooks,
 )
+from app.api.cors import install_cors
 from app.api.deps import Runtime
 from app.api.limits import BodySizeLimit, JsonBodies
 from app.api.presence import Presence
 from app.api.problems import ApiProblem, problem_response
 from app.api.protocols import ag_ui, ai_sdk
+from app.api.protocols.chat_body import LongChats
 from app.api.quotas import limit_response
 from app.api.stream import event_hub
 from app.db.engine import asyncpg_dsn, engine_for
@@ -68,10 +69,6 @@ from app.settings import Settings, get_settings
 log = logging.getLogger(__name__)
 
 RETRY_AFTER_S = "2"
-# CORS (RUNQ_CORS_ORIGINS): what a frontend on another origin sends and may read. A preflight
-# must name Authorization itself: "*" does not cover it.
-CORS_REQUEST_HEADERS = ["Authorization", "Content-Type", "Last-Event-ID", "Idempotency-Key", "traceparent"]
-CORS_EXPOSED_HEADERS = ["Location", "Retry-After", "WWW-Authenticate", "RateLimit", "RateLimit-Policy"]
 PRESENCE_REFRESH_MAX_S = 5.0
 
 # Domain errors as problems: (status, code, detail).
@@ -106,7 +103,7 @@ def create_app(settings: Settings | None = None, *, sse_ping_s: float = 10.0) ->
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if not logging.getLogger().handlers:  # a bare `uvicorn app.main:app`; never override a host's
             configure_logging(settings.log_format, settings.log_level)
-        load_agents(settings.agent_registry)  # an agent that cannot import fails start-up, not runs
+        start_agents(settings)
         url = settings.database_url
         if not url:
             raise RuntimeError("RUNQ_DATABASE_URL is not set; `runq api` or `runq dev` provide one")
@@ -136,15 +133,9 @@ def create_app(settings: Settings | None = None, *, sse_ping_s: float = 10.0) ->
     )
     app.add_middleware(JsonBodies)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
-    if settings.cors_origins:  # outermost, so that refusals (401, 413, 429) carry it too
-        app.add_middleware(
-            CORSMiddleware,
-            allow_origins=settings.cors_origins,
-            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
-            allow_headers=CORS_REQUEST_HEADERS,
-            expose_headers=CORS_EXPOSED_HEADERS,
-            max_age=600,
-        )
+    # Outside the size limit: a long chat's body reaches the limit as its last message alone.
+    app.add_middleware(LongChats, max_bytes=settings.chat_max_body_bytes, max_item_bytes=settings.max_body_bytes)
+    install_cors(app, settings)
     if tracing.configure("runq-api"):  # only when OTEL_* asks for traces (docs/usage.md)
         tracing.instrument_app(app)
     app.include_router(runs.router)

@@ -88,6 +88,11 @@ class Settings(BaseSettings):
     )
     shutdown_grace_s: Annotated[float, Field(ge=0)] = 30.0
     max_body_bytes: Annotated[int, Field(ge=1024)] = 262_144
+    chat_max_body_bytes: Annotated[int, Field(ge=1024)] = Field(
+        default=16_777_216,
+        description="POST /ai-sdk/chat bodies (a client that resends the whole history) are read up to this"
+        " many bytes, one message at a time; each message at most RUNQ_MAX_BODY_BYTES",
+    )
     max_data_bytes: Annotated[int, Field(ge=1024)] = Field(
         default=8 * 1024 * 1024,
         description="The largest value a run may store (an event's data, an output, a checkpoint, ...)"

@@ -39,6 +39,7 @@ import asyncpg
 from sqlalchemy import text
 
 from app.db.engine import asyncpg_dsn, create_engine
+from app.devmodel.wire import Answer, Chunks, ToolCall
 from app.domain import Status
 from app.queue import NewRun, Queue
 from app.settings import Settings
@@ -61,32 +62,19 @@ def failing_step(input: Mapping[str, Any], attempt: int) -> int:
 # -- the model server -------------------------------------------------------------------------
 
 
-def _reply(body: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+def _reply(body: dict[str, Any]) -> Answer:
     messages = body["messages"]
     ask = json.loads(next(m["content"] for m in messages if m["role"] == "user"))
     done = sum(1 for m in messages if m["role"] == "tool")
     if done >= ask["tools"]:
-        return f"finished {done} steps", []
+        return Answer(text=f"finished {done} steps", usage=(10, 5), piece=8)
     count = ask["tools"] - done if ask["parallel"] else 1
-    return "", [{"id": f"call_{done + i}", "name": "step", "arguments": json.dumps({"i": done + i})} for i in range(count)]
+    steps = [ToolCall(f"call_{done + i}", "step", {"i": done + i}) for i in range(count)]
+    return Answer(tool_calls=steps, usage=(10, 5), piece=1 << 20)  # arguments in one chunk
 
 
-def _sse(text: str, calls: list[dict[str, Any]]) -> bytes:
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-        event = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 0, "model": "bench",
-                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-        return f"data: {json.dumps(event)}\n\n".encode()
-
-    out = chunk({"role": "assistant", "content": ""})
-    for i in range(0, len(text), 8):
-        out += chunk({"content": text[i : i + 8]})
-    for index, call in enumerate(calls):
-        out += chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
-                                      "function": {"name": call["name"], "arguments": call["arguments"]}}]})
-    usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
-    out += chunk({}, "tool_calls" if calls else "stop")
-    out += f'data: {json.dumps({"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 0, "model": "bench", "choices": [], "usage": usage})}\n\n'.encode()
-    return out + b"data: [DONE]\n\n"
+def _sse(answer: Answer) -> bytes:
+    return b"".join(Chunks("bench", chunk_id="chatcmpl-bench", created=0).all(answer, include_usage=True))
 
 
 async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -99,7 +87,7 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
             length = next(
                 (int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")), 0
             )
-            body = _sse(*_reply(json.loads(await reader.readexactly(length))))
+            body = _sse(_reply(json.loads(await reader.readexactly(length))))
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
             await writer.drain()
     except (asyncio.IncompleteReadError, ConnectionError):

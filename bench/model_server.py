@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import time
 
+from app.devmodel.wire import DONE as DONE_EVENT
+from app.devmodel.wire import Chunks
+
 TOKEN = "{index}@{micros};"
+CHUNKS = Chunks("bench", chunk_id="chatcmpl-bench", created=0)
 
 
 def parse_token(text: str) -> tuple[int, int]:
@@ -28,13 +31,7 @@ def parse_token(text: str) -> tuple[int, int]:
 
 
 def _chunk(delta: dict[str, object], finish_reason: str | None = None) -> bytes:
-    event = {
-        "id": "chatcmpl-bench",
-        "object": "chat.completion.chunk",
-        "model": "bench",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
-    }
-    return _http_chunk(f"data: {json.dumps(event, separators=(',', ':'))}\n\n".encode())
+    return _http_chunk(CHUNKS.event(delta, finish_reason))
 
 
 def _http_chunk(payload: bytes) -> bytes:
@@ -45,7 +42,7 @@ HEAD = (
     b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
     b"transfer-encoding: chunked\r\n\r\n"
 )
-DONE = _http_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n"
+DONE = _http_chunk(DONE_EVENT) + b"0\r\n\r\n"
 
 
 class ModelServer:

@@ -28,8 +28,11 @@ class ChatInput(BaseModel):
     @model_validator(mode="after")
     def _prompt_or_messages(self) -> ChatInput:
         if self.messages is None and not self.prompt and not self._other_opening():
-            raise ValueError("input needs `prompt` (a non-empty string) or `messages`")
+            raise ValueError(f"input needs {self._openings()}")
         return self
+
+    def _openings(self) -> str:
+        return "`prompt` (a non-empty string) or `messages`"
 
     def _other_opening(self) -> bool:
         return False
@@ -69,6 +72,8 @@ class LangGraphInput(ChatInput):
     def _other_opening(self) -> bool:
         return self.state is not None
 
+    def _openings(self) -> str:
+        return "`prompt` (a non-empty string), `messages` or `state` (the graph's input as is)"
 
 def content_text(content: Any) -> str:
     """A chat message's content as text: content parts (``[{type: "text", text}]``, or the

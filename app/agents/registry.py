@@ -20,6 +20,8 @@ from typing import Any, cast
 
 from app.agents.base import Agent
 from app.agents.inputs import InputSchema, check_input, input_schema
+from app.agents.model_env import share_model_settings
+from app.settings import Settings
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -109,6 +111,14 @@ def load_agents(registry: Mapping[str, str]) -> dict[str, RegisteredAgent]:
             raise AgentImportError(f"agent {name!r} ({target}) cannot be imported: {exc}") from exc
         agents[name] = RegisteredAgent(name, target, agent_class, origin_of(agent_class), schema)
     return agents
+
+
+def start_agents(settings: Settings) -> dict[str, RegisteredAgent]:
+    """What a starting API, worker or ``runq dev`` does first: import every registered agent
+    (one that cannot be imported refuses the start, rather than failing every run later), with
+    ``RUNQ_OPENAI_*`` shared with the SDKs that read ``OPENAI_*`` (app/agents/model_env.py)."""
+    share_model_settings(settings)
+    return load_agents(settings.agent_registry)
 
 
 def checked_agent(registry: Mapping[str, str], name: str, value: Mapping[str, Any]) -> type[Agent]:

@@ -22,6 +22,7 @@ from app.api.tokens import (
     ThreadGrant,
     TokenExpired,
     require_scope,
+    token_kind,
     verify_thread_token,
     verify_token,
 )
@@ -62,14 +63,35 @@ def _token_problem(exc: InvalidToken | MissingScope) -> ApiProblem:
     return _unauthorized(f"invalid token: {exc}", error="invalid_token")
 
 
-async def authenticate(runtime: RuntimeDep, credentials: Credentials) -> Principal:
-    """The caller's tenant from ``Authorization: Bearer <key>``; 401 otherwise."""
+async def authenticate(request: Request, runtime: RuntimeDep, credentials: Credentials) -> Principal:
+    """The caller's tenant from ``Authorization: Bearer <key>``; 401 otherwise, saying what is
+    wrong: no header, a key without ``Bearer``, a token where a key is needed, an unknown key."""
     if credentials is None:
-        raise _unauthorized("an API key is required: Authorization: Bearer <key>")
+        raise _unauthorized(_missing_key(request.headers.get("authorization")))
     principal = await find_key(runtime.engine, credentials.credentials)
     if principal is None:
-        raise _unauthorized("the API key is unknown or revoked", error="invalid_token")
+        raise _unauthorized(_unknown_key(credentials.credentials, runtime), error="invalid_token")
     return principal
+
+
+def _missing_key(header: str | None) -> str:
+    if header is None or not header.strip():
+        return "an API key is required: Authorization: Bearer <key>"
+    if header.strip().startswith(KEY_PREFIX):
+        return "the Authorization header holds a key without its scheme: send Authorization: Bearer rq_…"
+    return "runq takes an API key as Authorization: Bearer <key>; this header names another scheme"
+
+
+def _unknown_key(value: str, runtime: Runtime) -> str:
+    kind = None if value.startswith(KEY_PREFIX) else token_kind(runtime.settings.secret_key or "", value)
+    if kind == "thread":
+        return (
+            "this is a thread token, which opens only its own thread's routes (its chat, its runs and"
+            " their events, cancel and resume); this route needs an API key"
+        )
+    if kind == "stream":
+        return "this is a stream token, which opens only its run's events; this route needs an API key"
+    return "the API key is unknown or revoked"
 
 
 Tenant = Annotated[Principal, Depends(authenticate)]
@@ -193,7 +215,7 @@ async def _resolve(
     path = request.path_params
     value = credentials.credentials if credentials is not None else token
     if value is None or (credentials is not None and value.startswith(KEY_PREFIX)):
-        return Caller(runtime, await authenticate(runtime, credentials), None, path)
+        return Caller(runtime, await authenticate(request, runtime, credentials), None, path)
     secret = runtime.settings.secret_key or ""
     try:
         try:

@@ -66,16 +66,23 @@ async def find_key(engine: AsyncEngine, key: str) -> Principal | None:
     cached = _known.get(digest)
     if cached is not None and cached[0] > time.monotonic():
         return cached[1]
-    async with one_statement(engine) as conn:
-        row = (await conn.execute(FIND_LIVE_KEY, {"key_hash": digest})).first()
-    if row is None:
+    principal = await live_key(engine, key)
+    if principal is None:
         _known.pop(digest, None)
         return None
-    principal = Principal(tenant_id=row.tenant_id, is_admin=row.is_admin, key_id=row.id)
     if len(_known) >= KNOWN_KEYS_MAX:
         _known.clear()
     _known[digest] = (time.monotonic() + KNOWN_KEY_TTL_S, principal)
     return principal
+
+
+async def live_key(engine: AsyncEngine, key: str) -> Principal | None:
+    """The principal of a live key as the database says now (:func:`find_key` without its cache)."""
+    if not key.startswith(KEY_PREFIX):
+        return None
+    async with one_statement(engine) as conn:
+        row = (await conn.execute(FIND_LIVE_KEY, {"key_hash": hash_key(key)})).first()
+    return None if row is None else Principal(tenant_id=row.tenant_id, is_admin=row.is_admin, key_id=row.id)
 
 
 async def create_key(url: str, *, tenant_id: str, admin: bool = False) -> str:

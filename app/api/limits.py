@@ -23,7 +23,7 @@ class JsonBodies:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and _has_body(scope) and not _is_json(scope):
+        if scope["type"] == "http" and _has_body(scope) and not is_json(scope):
             response = problem_response(
                 415,
                 "unsupported_media_type",
@@ -42,7 +42,7 @@ def _has_body(scope: Scope) -> bool:
     return (length is not None and length.strip() not in (b"", b"0")) or b"transfer-encoding" in headers
 
 
-def _is_json(scope: Scope) -> bool:
+def is_json(scope: Scope) -> bool:
     media = dict(scope["headers"]).get(b"content-type", b"").split(b";", 1)[0].strip().lower().decode("latin-1")
     return media in JSON_TYPES or (media.startswith("application/") and media.endswith("+json"))
 

@@ -137,6 +137,16 @@ def verify_token(
     return str(claims.get("t"))
 
 
+def token_kind(secret: str, token: str) -> str | None:
+    """``"thread"`` or ``"stream"`` for a valid token of either kind, else None: what a route that
+    needs a key tells a caller who sent a token instead."""
+    try:
+        claims = _open(secret, token, None)
+    except InvalidToken:
+        return None
+    return "thread" if claims.get("k") == THREAD_KIND else "stream"
+
+
 def issue_thread_token(
     secret: str,
     *,

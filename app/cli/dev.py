@@ -1,9 +1,12 @@
 """``runq dev`` / ``make run``: embedded PostgreSQL, migrations, the API and one worker.
 
 The API and the worker run as child processes, as in production, sharing the database URL and
-one secret key (so stream tokens issued by the API verify in any API process). Ctrl-C or
-SIGTERM stops the children first (the worker gets its whole ``RUNQ_SHUTDOWN_GRACE_S``, so runs
-in flight finish or are released rather than left leased), then the embedded server.
+one secret key (so stream tokens issued by the API verify in any API process). With no model
+configured (neither ``RUNQ_OPENAI_BASE_URL`` nor ``RUNQ_OPENAI_API_KEY``), the development model
+(app/devmodel/) serves on 127.0.0.1 from this process and the children are pointed at it, so
+every walkthrough runs without a key. Ctrl-C or SIGTERM stops the children first (the worker
+gets its whole ``RUNQ_SHUTDOWN_GRACE_S``, so runs in flight finish or are released rather than
+left leased), then the model and the embedded server.
 """
 
 from __future__ import annotations
@@ -15,20 +18,22 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
-from pathlib import Path
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from types import FrameType
 
 import httpx
 
-from app.api.keys import create_key
+from app.agents.registry import start_agents
+from app.cli.dev_banner import Banner
+from app.cli.dev_key import DEV_KEY_FILE, dev_key
 from app.db.migrate import upgrade
-from app.db.runtime import Database, open_database
-from app.guards.redact import redact
+from app.db.runtime import Database, data_dir, open_database
+from app.devmodel.endpoint import dev_model_env, model_configured, use_dev_model
+from app.devmodel.server import ModelServer
 from app.settings import Settings
 
-DEV_TENANT = "dev"
-STARTUP_TIMEOUT_S = 60.0
+STARTUP_TIMEOUT_S = 180.0  # a framework agent (pydantic-ai, langgraph) imports for many seconds on a busy machine
 API_STOP_S = 15.0  # uvicorn closes open SSE streams at shutdown
 STOP_MARGIN_S = 5.0  # beyond the worker's grace, for releasing leases and exiting
 
@@ -54,33 +59,54 @@ def run_dev(settings: Settings, *, host: str, port: int, concurrency: int) -> in
             )
             return 1
         upgrade(db.url)
-        key = asyncio.run(create_key(db.url, tenant_id=DEV_TENANT, admin=True))
-        env = os.environ | {"RUNQ_DATABASE_URL": db.url, "RUNQ_SECRET_KEY": settings.secret_key or ""}
-        children = {
-            "api": subprocess.Popen(
-                [sys.executable, "-m", "uvicorn", "app.main:app", "--host", host, "--port", str(port)],
-                env=env,
-            ),
-            "worker": subprocess.Popen(
-                [sys.executable, "-m", "app.worker", "--concurrency", str(concurrency)], env=env
-            ),
-        }
-        try:
-            base = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
-            if not _wait_healthy(base, children, stop):
-                return 0 if stop.requested else 1
-            db.advertise(api=base)
-            print(_banner(base, key, db), flush=True)
-            return _supervise(children, db, stop)
-        finally:
-            grace = settings.shutdown_grace_s
-            print(
-                f"runq dev: stopping; the worker has up to {grace:g} s (RUNQ_SHUTDOWN_GRACE_S) to"
-                " finish its runs before it releases their leases (Ctrl-C again kills it now)",
-                file=sys.stderr,
-                flush=True,
-            )
-            _stop_all(children, stop, {"api": API_STOP_S, "worker": grace + STOP_MARGIN_S})
+        folder = db.data_dir or data_dir(settings)
+        key, reused = asyncio.run(dev_key(db.url, folder))
+        with _model(settings) as model:
+            if model:
+                use_dev_model(settings, model)
+            start_agents(settings)  # one that cannot be imported: refuse, rather than fail every run
+            env = os.environ | {"RUNQ_DATABASE_URL": db.url, "RUNQ_SECRET_KEY": settings.secret_key or ""}
+            env |= dev_model_env(model, settings) if model else {}
+            banner = Banner(key, reused, folder / DEV_KEY_FILE, db, model, settings)
+            return _serve(settings, env, banner, host=host, port=port, concurrency=concurrency, stop=stop)
+
+
+@contextmanager
+def _model(settings: Settings) -> Iterator[str | None]:
+    """The development model's base URL while it serves, or None when a model is configured."""
+    if model_configured(settings):
+        yield None
+        return
+    with ModelServer() as server:
+        yield server.base_url
+
+
+def _serve(
+    settings: Settings, env: Mapping[str, str], banner: Banner, *, host: str, port: int, concurrency: int, stop: _StopSignal
+) -> int:
+    """Start the API and the worker, print the banner once they are up, supervise, stop them."""
+    children = {
+        "api": subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "app.main:app", "--host", host, "--port", str(port)], env=env
+        ),
+        "worker": subprocess.Popen([sys.executable, "-m", "app.worker", "--concurrency", str(concurrency)], env=env),
+    }
+    try:
+        base = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
+        if not _wait_healthy(base, children, stop):
+            return 0 if stop.requested else 1
+        banner.db.advertise(api=base, model=banner.model)
+        print(banner.text(base), flush=True)
+        return _supervise(children, banner.db, stop)
+    finally:
+        grace = settings.shutdown_grace_s
+        print(
+            f"runq dev: stopping; the worker has up to {grace:g} s (RUNQ_SHUTDOWN_GRACE_S) to"
+            " finish its runs before it releases their leases (Ctrl-C again kills it now)",
+            file=sys.stderr,
+            flush=True,
+        )
+        _stop_all(children, stop, {"api": API_STOP_S, "worker": grace + STOP_MARGIN_S})
 
 
 def _supervise(children: Mapping[str, subprocess.Popen[bytes]], db: Database, stop: _StopSignal) -> int:
@@ -160,41 +186,3 @@ def _stop_all(
                 child.kill()
                 child.wait()
         time.sleep(0.1)
-
-
-def runq_command() -> str:
-    """How to call this ``runq`` from the current folder, e.g. ``.venv/bin/runq``."""
-    executable = Path(sys.executable).parent / "runq"
-    relative = os.path.relpath(executable)
-    return str(executable) if relative.startswith("..") else relative
-
-
-def _banner(base: str, key: str, db: Database) -> str:
-    runq = runq_command()
-    activate = Path(runq).parent / "activate"
-    return f"""
-runq dev is up: API {base} (docs at {base}/docs, UI at {base}/ui), one worker.
-Database: {redact(db.url)}{f" (data in {db.data_dir})" if db.data_dir else ""}
-
-  export RUNQ_KEY={key}
-  export RUNQ_URL={base}
-
-  # create a demo run
-  curl -s {base}/runs -H "Authorization: Bearer $RUNQ_KEY" -H 'Content-Type: application/json' \\
-       -d '{{"agent": "demo", "input": {{"prompt": "hello", "steps": 5, "step_s": 1}}}}'
-
-  # follow it (resume after a drop with -H 'Last-Event-ID: <last id seen>')
-  curl -N {base}/runs/<id>/events -H "Authorization: Bearer $RUNQ_KEY"
-  # or let runq follow it, resuming by itself after a drop (uses RUNQ_URL and RUNQ_KEY)
-  {runq} runs follow <id>
-
-  # stop it
-  curl -s -X POST {base}/runs/<id>/cancel -H "Authorization: Bearer $RUNQ_KEY"
-
-In a second terminal (these use this database; or first: source {activate}):
-  {runq} runs list
-  {runq} worker --concurrency 8
-  {runq} keys create --tenant acme
-
-Ctrl-C stops everything.
-"""

@@ -221,10 +221,12 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
     if args.command == "agents":  # no database: what this configuration would load
         return cli_agents.run(settings, args)
-    if args.command in ("api", "worker", "dev"):
-        from app.agents.registry import load_agents
+    if args.command in ("api", "worker"):
+        from app.agents.registry import start_agents
+        from app.devmodel.endpoint import adopt_advertised_model
 
-        load_agents(settings.agent_registry)  # refuse to start, rather than fail every run later
+        adopt_advertised_model(settings)  # beside `runq dev`, its development model
+        start_agents(settings)
     if args.command == "dev":
         from app.cli.dev import run_dev
 

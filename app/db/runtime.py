@@ -54,6 +54,7 @@ class ServerRecord:
     pid_started: int | None  # the owner's start time, so a reused pid is not taken for it
     command: str
     api: str | None = None  # set by `runq dev` once its API is up
+    model: str | None = None  # the base URL of `runq dev`'s development model, when it runs one
 
 
 @dataclass(slots=True)
@@ -70,12 +71,13 @@ class Database:
         """False once our own embedded server has exited under us."""
         return self.server is None or self.server.running
 
-    def advertise(self, *, api: str) -> None:
-        """Add the API's URL to our record, so a second ``runq dev`` can say where we are."""
+    def advertise(self, *, api: str, model: str | None = None) -> None:
+        """Add the API's URL to our record, so a second ``runq dev`` can say where we are (and
+        the development model's, so a worker started beside us uses it too)."""
         if self.server is not None and self.data_dir is not None:
             record = _read_record(self.data_dir)
             if record is not None and record.pid == os.getpid():
-                _write_record(self.data_dir, replace(record, api=api))
+                _write_record(self.data_dir, replace(record, api=api, model=model))
 
 
 def project_root(start: Path) -> Path | None:
@@ -153,12 +155,23 @@ def keep_secret_key(folder: Path, settings: Settings) -> None:
 
 def advertised_api(settings: Settings) -> str | None:
     """The API URL a live ``runq dev`` of this data folder recorded, if one runs."""
+    record = _live_dev_record(settings)
+    return record.api if record is not None else None
+
+
+def advertised_model(settings: Settings) -> str | None:
+    """The development model's base URL a live ``runq dev`` of this data folder recorded."""
+    record = _live_dev_record(settings)
+    return record.model if record is not None else None
+
+
+def _live_dev_record(settings: Settings) -> ServerRecord | None:
     if settings.database_url:
         return None
     with contextlib.suppress(NoDatabase):
         record = _read_record(data_dir(settings))
         if record is not None and record.api and _alive(record.pid, record.pid_started):
-            return record.api
+            return record
     return None
 
 

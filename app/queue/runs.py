@@ -182,11 +182,16 @@ class Runs(Store):
 
     async def get_run(self, run_id: uuid.UUID, *, tenant_id: str | None) -> Run:
         """The run, or :class:`RunNotFound` (also for another tenant's run)."""
+        return (await self.get_run_with_key(run_id, tenant_id=tenant_id))[0]
+
+    async def get_run_with_key(self, run_id: uuid.UUID, *, tenant_id: str | None) -> tuple[Run, str | None]:
+        """The run and the idempotency key it was created with (an AG-UI replay names the
+        client's ``runId``, kept there, as the live stream did)."""
         async with self._statement() as conn:
             row = (await conn.execute(GET_RUN, {"run_id": run_id, "tenant_id": tenant_id})).first()
         if row is None:
             raise RunNotFound(str(run_id))
-        return Run.from_row(row)
+        return Run.from_row(row), row._mapping["idempotency_key"]
 
     async def list_runs(
         self,

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from app.agents.registry import load_agents
+from app.agents.registry import start_agents
 from app.db.runtime import database
 from app.logs import configure_logging
 from app.settings import get_settings
@@ -23,7 +23,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.concurrency < 1:
         parser.error("--concurrency must be at least 1")
     settings = get_settings()
-    load_agents(settings.agent_registry)  # an agent that cannot import: refuse to start
+    start_agents(settings)
     configure_logging(settings.log_format, settings.log_level)  # before the embedded server logs its start
     with database(settings) as url:
         return run_worker(settings, database_url=url, concurrency=args.concurrency)

@@ -11,13 +11,12 @@ import { createServer } from "node:http";
 import { readFile } from "node:fs/promises";
 import { extname, join, normalize } from "node:path";
 import { fileURLToPath } from "node:url";
+import { DEV_PORT, HOST, SESSION_PORT, origin } from "./config.js";
 
 const RUNQ_URL = (process.env.RUNQ_URL ?? "http://127.0.0.1:8000").replace(/\/$/, "");
 // The URL the browser uses for runq, when it differs from the one this server uses.
 const PUBLIC_RUNQ_URL = (process.env.RUNQ_PUBLIC_URL ?? RUNQ_URL).replace(/\/$/, "");
 const RUNQ_KEY = process.env.RUNQ_KEY;
-const PORT = Number(process.env.PORT ?? 8787);
-const HOST = process.env.HOST ?? "127.0.0.1";
 // What every run of these chats gets, whatever the browser sends: bound into the token.
 const AGENT = process.env.RUNQ_CHAT_AGENT ?? "openai";
 const INPUT = JSON.parse(process.env.RUNQ_CHAT_INPUT ?? "{}");
@@ -92,4 +91,22 @@ createServer(async (request, response) => {
   } catch (err) {
     send(response, 502, "text/plain", String(err));
   }
-}).listen(PORT, HOST, () => console.log(`chat page and session endpoint on http://${HOST}:${PORT}`));
+}).listen(SESSION_PORT, HOST, async () => {
+  console.log(`chat page and session endpoint on ${origin(SESSION_PORT)}`);
+  await checkCors(origin(SESSION_PORT), `(or ${origin(DEV_PORT)} for Vite's dev server, npm run dev)`);
+});
+
+// The page calls runq from another origin: ask runq now, as the browser will, whether it lets
+// this one in, and say what to change if not, rather than leave the page to "Failed to fetch".
+async function checkCors(pageOrigin, alternative) {
+  try {
+    const response = await fetch(`${PUBLIC_RUNQ_URL}/ai-sdk/chat`, {
+      method: "OPTIONS",
+      headers: { Origin: pageOrigin, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization, content-type" },
+    });
+    if (response.headers.get("access-control-allow-origin") === pageOrigin) return;
+    console.warn(`runq at ${PUBLIC_RUNQ_URL} does not let ${pageOrigin} call it: start runq with RUNQ_CORS_ORIGINS=${pageOrigin} ${alternative}`);
+  } catch (err) {
+    console.warn(`runq is not reachable at ${PUBLIC_RUNQ_URL} (${err.cause?.code ?? err.message}): start it first (make run)`);
+  }
+}

@@ -27,7 +27,7 @@ import httpx
 import pytest
 
 from app.db.postmaster import server_pids
-from tests.api_support import free_port
+from tests.api_support import ROOT, free_port
 
 RUNQ = str(Path(sys.executable).parent / "runq")
 FAST = {
@@ -88,6 +88,7 @@ def project() -> Iterator[Path]:
     root.chmod(0o755)  # as root the server runs as nobody, who must reach the data folder
     (root / "pyproject.toml").write_text('[project]\nname = "my-agents"\n')
     (root / "agents").mkdir()
+    shutil.copy(ROOT / "examples" / "own-agent" / "myagents.py", root / "myagents.py")
     try:
         yield root
     finally:
@@ -116,7 +117,7 @@ def test_second_terminal_uses_the_dev_database(project: Path) -> None:
     with open(out, "w") as stdout, open(err, "w") as stderr:
         dev = subprocess.Popen(
             [RUNQ, "dev", "--port", str(port), "--concurrency", "1"],
-            cwd=project, env=_env(), stdout=stdout, stderr=stderr,
+            cwd=project, env=_env() | {"RUNQ_AGENTS": "counter=myagents:Counter"}, stdout=stdout, stderr=stderr,
         )  # fmt: skip
     watch = ReadyWatch(f"{base}/readyz")
     watcher = threading.Thread(target=watch.run)
@@ -134,6 +135,10 @@ def test_second_terminal_uses_the_dev_database(project: Path) -> None:
 
         listed = _runq(elsewhere, "runs", "list")
         assert listed.returncode == 0, listed.stderr
+        # The team's agents are the server's: no RUNQ_AGENTS here, the dev key from .runq/.
+        agents = _runq(elsewhere, "agents", "--json")
+        assert agents.returncode == 0 and f"the agents of the API at {base}" in agents.stderr, agents.stderr
+        assert {a["name"] for a in json.loads(agents.stdout)} == {"counter", "demo", "openai"}
         key = _runq(elsewhere, "keys", "create", "--tenant", "acme")
         assert key.returncode == 0 and key.stdout.startswith("rq_"), key.stderr
         second_dev = _runq(elsewhere, "dev", "--port", str(free_port()))

@@ -61,6 +61,31 @@ class ToolGraph(LangGraphAgent):
     graph = tool_graph
 
 
+@tool
+def refund(order_id: str) -> str:
+    """Refund an order, once a person said yes (``interrupt()`` inside the tool)."""
+    decision = interrupt({"action": "refund", "order_id": order_id})
+    return f"refunded {order_id}" if decision.get("approved") else "refund denied"
+
+
+async def refund_model(state: MessagesState) -> dict[str, Any]:
+    return {"messages": [await _model().bind_tools([refund]).ainvoke(state["messages"])]}
+
+
+refund_graph = StateGraph(MessagesState)
+refund_graph.add_node("model", refund_model)
+refund_graph.add_node("tools", ToolNode([refund]))
+refund_graph.add_edge(START, "model")
+refund_graph.add_conditional_edges("model", tools_condition)
+refund_graph.add_edge("tools", "model")
+
+
+class RefundGraph(LangGraphAgent):
+    """docs/agents.md's walkthrough: a tool that interrupts, so its node runs again on resume."""
+
+    graph = refund_graph
+
+
 BREAKS = {"left": 0}  # how many more times breaking_tools fails (the worker runs in the test's process)
 
 

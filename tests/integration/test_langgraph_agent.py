@@ -23,6 +23,7 @@ AGENTS = {
     name: f"tests.fakes.langgraph_agents:{cls}"
     for name, cls in {
         "lg_tools": "ToolGraph",
+        "lg_refund": "RefundGraph",
         "lg_approval": "ApprovalGraph",
         "lg_questions": "TwoQuestionsGraph",
         "lg_counter": "CounterGraph",
@@ -183,6 +184,24 @@ async def test_an_interrupt_waits_and_the_resume_value_reaches_the_node(
     events = await queue.read_events(run_id)
     check_event_log(events)
     assert [e.data for e in events if e.type == "graph.node"] == [{"node": "approve", "step": 1}]
+
+
+async def test_an_interrupted_tool_counts_once_and_a_call_only_message_completes_nothing(
+    queue: Queue, worker: FakeOpenAI
+) -> None:
+    worker.script(
+        calls(ToolCall("call_r", "refund", {"order_id": "42"}), usage=(12, 3)),
+        answer("Refunded order 42.", usage=(30, 4)),
+    )
+    run_id = await _run(queue, "lg_refund", {"prompt": "Refund order 42"}, max_attempts=1)
+    await _status(queue, run_id, Status.WAITING)
+    await queue.resume(run_id, tenant_id=TENANT, value={"approved": True})
+    run = await _status(queue, run_id, Status.DONE)
+
+    assert run.usage.as_dict() == {"input_tokens": 42, "output_tokens": 7, "model_calls": 2, "tool_calls": 1}
+    events = await queue.read_events(run_id)
+    assert [e.data for e in events if e.type == "message.completed"] == [{"text": "Refunded order 42."}]
+    assert [e.data["output"] for e in events if e.type == "tool.result"] == ["refunded 42"]
 
 
 async def test_two_interrupts_in_a_row_are_two_waits(queue: Queue, worker: FakeOpenAI) -> None:

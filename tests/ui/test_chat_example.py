@@ -252,3 +252,31 @@ def _shot(page: Page, name: str) -> Any:
     path.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=path)
     return path
+
+
+def test_a_chat_past_a_mebibyte_sends_only_its_new_message(tab: ChatTab, model: FakeOpenAI, chat_app: ChatApp) -> None:
+    """runq keeps the history: the page sends the newest message alone (prepareSendMessagesRequest),
+    so a chat whose history outgrew RUNQ_MAX_BODY_BYTES (and 1 MiB) goes on."""
+    sent: list[int] = []
+    tab.page.on("request", lambda r: sent.append(len(r.post_data_buffer or b"")) if r.url.endswith("/ai-sdk/chat") else None)
+    long_answers = 12  # 90 KB each (a thread message holds at most 100,000 characters)
+    model.script(*(Reply(text=str(i % 10) * 90_000, piece=65_536) for i in range(long_answers)))
+    model.script(answer("Still here, after more than a mebibyte of chat."))
+    for i in range(long_answers + 1):
+        tab.send(f"Question {i}")
+        expect(tab.answers).to_have_count(i + 1)
+        expect(tab.page.get_by_test_id("status")).to_have_text("ready", timeout=30_000)
+    expect(tab.answers.last.locator(".text")).to_have_text("Still here, after more than a mebibyte of chat.")
+    chat_id = tab.page.evaluate("decodeURIComponent(location.hash.slice(1))")
+    history = chat_app.api.get(f"/ai-sdk/chat/{chat_id}/messages").json()["items"]
+    assert len(json.dumps(history)) > 1 << 20
+    assert len(sent) == long_answers + 1 and max(sent) < 4096, sent
+
+
+def test_an_error_is_shown_as_a_sentence(tab: ChatTab, model: FakeOpenAI) -> None:
+    tab.send("x" * 300_000)  # one message over RUNQ_MAX_BODY_BYTES: runq refuses it with a problem
+    alert = tab.page.get_by_role("alert")
+    expect(alert).to_contain_text("A message of the chat request is larger than 262144 bytes")
+    expect(alert).to_contain_text("(413 body_too_large)")
+    expect(alert).not_to_contain_text("{")
+    assert not model.requests

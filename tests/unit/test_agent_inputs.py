@@ -126,3 +126,14 @@ class GraphAgent:
 )
 def test_langgraph_input(value: dict[str, Any], valid: bool) -> None:
     assert (_errors(GraphAgent, value) == []) is valid
+
+
+def test_a_langgraph_input_without_an_opening_names_every_accepted_shape() -> None:
+    from app.agents.langgraph import LangGraphAgent
+
+    class Graph(LangGraphAgent):
+        pass
+
+    with pytest.raises(InvalidInput) as refused:
+        check_input("graph", Graph, {"steps": 2})
+    assert "`prompt` (a non-empty string), `messages` or `state`" in str(refused.value)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, is_dataclass
 from typing import Any, ClassVar, Literal
@@ -44,6 +45,8 @@ from app.queue.graph_checkpoints import Fence
 from app.settings import Settings, get_settings
 
 THREAD_MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id")
+
+log = logging.getLogger(__name__)
 
 
 class LangGraphAgent:
@@ -73,15 +76,17 @@ class LangGraphAgent:
             fence=Fence(ctx.lease.run_id, ctx.lease.lease_id),
         )
         graph = self.graph.compile(checkpointer=saver)
-        meter = _Meter(ctx)
-        config: RunnableConfig = {"configurable": {"thread_id": thread_id}, "callbacks": [meter]}
         saved = ctx.resume_state if isinstance(ctx.resume_state, dict) else {}
-        progress = _Progress(base=int(saved.get("base", 0)), added=int(saved.get("added", 0)))
+        progress = _Progress(
+            base=int(saved.get("base", 0)), added=int(saved.get("added", 0)), tools=set(saved.get("tools", ()))
+        )
+        meter = _Meter(ctx, progress.tools)
+        config: RunnableConfig = {"configurable": {"thread_id": thread_id}, "callbacks": [meter]}
         pending: Any
         if await saver.last_writer(thread_id) != ctx.run_id:  # the input is not in the graph yet
             pending = self.graph_input(ctx.input)
             if ctx.thread is not None:
-                progress = _Progress(base=len(_messages((await graph.aget_state(config)).values)))
+                progress.base = len(_messages((await graph.aget_state(config)).values))
                 await ctx.checkpoint(progress.state())
         else:
             interrupts = (await graph.aget_state(config)).interrupts
@@ -156,24 +161,29 @@ class LangGraphAgent:
 
 
 class _Progress:
-    """Where this run's messages start in the graph's state and how many the thread has."""
+    """Where this run's messages start in the graph's state, how many the thread has, and the
+    tool calls whose use is counted already."""
 
-    def __init__(self, *, base: int = 0, added: int = 0) -> None:
+    def __init__(self, *, base: int = 0, added: int = 0, tools: set[str]) -> None:
         self.base = base
         self.added = added
+        self.tools = tools
 
-    def state(self) -> dict[str, int]:
-        return {"base": self.base, "added": self.added}
+    def state(self) -> dict[str, Any]:
+        return {"base": self.base, "added": self.added, "tools": sorted(self.tools)}
 
 
 class _Meter(AsyncCallbackHandler):
     """Budgets and usage from LangChain's callbacks: a model call counts a turn before it is
-    made (past ``max_turns`` it fails), its tokens once it answered; a tool call counts too."""
+    made (past ``max_turns`` it fails), its tokens once it answered; a tool call counts once,
+    by its id, also when it interrupted and runs again on the resumed attempt (``counted``
+    is kept in the run's checkpoint with the wait)."""
 
     raise_error = True  # a passed budget fails the call instead of being logged
 
-    def __init__(self, ctx: RunContext) -> None:
+    def __init__(self, ctx: RunContext, counted: set[str]) -> None:
         self.ctx = ctx
+        self.counted = counted
         self.spent = False  # a model or tool call since the run's last checkpoint
 
     async def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
@@ -181,18 +191,42 @@ class _Meter(AsyncCallbackHandler):
         self.ctx.count_turn()
 
     async def on_llm_end(self, response: LLMResult, **kwargs: Any) -> None:
-        usage = {"input_tokens": 0, "output_tokens": 0}
-        for generations in response.generations:
-            for generation in generations:
-                message = getattr(generation, "message", None)
-                metadata = getattr(message, "usage_metadata", None) or {}
-                for key in usage:
-                    usage[key] += int(metadata.get(key) or 0)
-        self.ctx.record_usage(**usage, model_calls=1)
+        input_tokens, output_tokens = _tokens(response)
+        self.ctx.record_usage(input_tokens=input_tokens, output_tokens=output_tokens, model_calls=1)
 
     async def on_tool_start(self, serialized: Any, input_str: str, **kwargs: Any) -> None:
         self.spent = True
-        self.ctx.count_tool_call()
+        call_id = kwargs.get("tool_call_id")
+        if call_id is None or call_id not in self.counted:
+            self.ctx.count_tool_call()
+        if call_id is not None:
+            self.counted.add(call_id)
+
+
+def _tokens(response: LLMResult) -> tuple[int, int]:
+    """A model call's tokens: its messages' ``usage_metadata``, else the provider's
+    ``token_usage`` (an unstreamed call of a model that fills only that). A streamed
+    ``ChatOpenAI`` reports usage only with ``stream_usage=True`` against other endpoints than
+    OpenAI's; without it there is none to read, and that is logged once."""
+    found = [
+        metadata
+        for generations in response.generations
+        for generation in generations
+        if (metadata := getattr(getattr(generation, "message", None), "usage_metadata", None))
+    ]
+    if found:
+        return sum(int(m.get("input_tokens") or 0) for m in found), sum(int(m.get("output_tokens") or 0) for m in found)
+    provider = (response.llm_output or {}).get("token_usage") or {}
+    if provider:
+        return int(provider.get("prompt_tokens") or 0), int(provider.get("completion_tokens") or 0)
+    global _warned_no_usage
+    if not _warned_no_usage:
+        _warned_no_usage = True
+        log.warning("a LangGraph model call reported no token usage; with ChatOpenAI, pass stream_usage=True")
+    return 0, 0
+
+
+_warned_no_usage = False
 
 
 async def _finished_node(ctx: RunContext, step: int, task: Mapping[str, Any]) -> None:
@@ -202,7 +236,8 @@ async def _finished_node(ctx: RunContext, step: int, task: Mapping[str, Any]) ->
         return
     for message in _messages_in(task.get("result")):
         if isinstance(message, AIMessage):
-            await ctx.emit("message.completed", {"text": message.text})
+            if message.text:  # a message that only calls tools has no text to complete
+                await ctx.emit("message.completed", {"text": message.text})
             for call in message.tool_calls:
                 await ctx.emit(
                     "tool.call",

@@ -115,12 +115,12 @@ async def run_events(
 
 
 async def _run_events(run_id: str, caller: Caller, runtime: Runtime, after: int) -> Response:
-    run = await _find_run(caller, run_id)
+    run, client_run_id = await _find_run(caller, run_id)
     thread_id = str(run.thread_id) if run.thread_id else None
     name = thread_id or str(run.id)  # RUN_STARTED's threadId: the chat's own name when it has one
     if run.thread_id is not None:
         name = (await runtime.queue.get_thread(run.thread_id, tenant_id=caller.tenant_id)).chat_id or name
-    segment = Segment(thread_id=name, client_run_id=run_id, run_id=str(run.id), runq_thread_id=thread_id)
+    segment = Segment(thread_id=name, client_run_id=client_run_id, run_id=str(run.id), runq_thread_id=thread_id)
     return await _stream(runtime, run, segment, after)
 
 
@@ -217,20 +217,24 @@ async def _answered(
     return None
 
 
-async def _find_run(caller: Caller, run_id: str) -> Run:
-    """A run by runq's id, or by the ``runId`` the client started it with; for a thread token,
-    a run of its thread only (401 otherwise, as for anything outside it)."""
+async def _find_run(caller: Caller, run_id: str) -> tuple[Run, str]:
+    """A run by runq's id, or by the ``runId`` the client started it with, and the ``runId`` its
+    replay names (the client's, as the live stream did; runq's id for a run started elsewhere);
+    for a thread token, a run of its thread only (401 otherwise, as for anything outside it)."""
     queue = caller.runtime.queue
     run: Run | None
+    client_run_id = run_id
     try:
-        run = await queue.get_run(uuid.UUID(run_id), tenant_id=caller.tenant_id)
+        run, key = await queue.get_run_with_key(uuid.UUID(run_id), tenant_id=caller.tenant_id)
+        if key is not None and key.startswith(KEY_PREFIX):
+            client_run_id = key.removeprefix(KEY_PREFIX)
     except (ValueError, RunNotFound):
         run = await queue.find_by_idempotency_key(tenant_id=caller.tenant_id, idempotency_key=f"{KEY_PREFIX}{run_id}")
     if caller.grant is not None and (run is None or run.thread_id != caller.grant.thread_id):
         raise caller.outside()
     if run is None:
         raise RunNotFound(run_id)
-    return run
+    return run, client_run_id
 
 
 async def _events(runtime: Runtime, run_id: uuid.UUID, *, until: int) -> AsyncIterator[Any]:

@@ -7,6 +7,7 @@ import {
   lastAssistantMessageIsCompleteWithApprovalResponses,
 } from "ai";
 import { Session } from "./session.js";
+import { describeError } from "./errors.js";
 
 // The chat id lives in the URL (#<id>), so a reload reopens the same chat.
 function chatIdFromUrl() {
@@ -25,10 +26,10 @@ export default function App() {
       // The history of a reloaded page, approvals included; an answer still being written is
       // in it too, and useChat's resume replaces it with the replayed one (same message id).
       const response = await session.fetch(`/ai-sdk/chat/${encodeURIComponent(session.chatId)}/messages`);
-      if (!response.ok) throw new Error(`history: ${response.status} ${await response.text()}`);
+      if (!response.ok) throw new Error(await response.text());
       const history = await response.json();
       if (!cancelled) setLoaded({ session, history: history.items });
-    })().catch((err) => !cancelled && setError(String(err)));
+    })().catch((err) => !cancelled && setError(describeError(err, Session.lastRunqUrl)));
     return () => {
       cancelled = true;
     };
@@ -45,6 +46,11 @@ function Chat({ session, history }) {
       new DefaultChatTransport({
         api: `${session.runqUrl}/ai-sdk/chat`,
         headers: () => session.headers(),
+        // runq keeps the chat's history itself and reads only the newest message: send that
+        // alone, so a long chat's requests stay small (the AI SDK's advice for such servers).
+        prepareSendMessagesRequest: ({ id, messages, trigger, messageId, body }) => ({
+          body: { ...body, id, messages: messages.slice(-1), trigger, messageId },
+        }),
         // A reload asks runq for the answer in flight: GET /ai-sdk/chat/{id}/stream replays it
         // from its first event (204 when there is none), then follows it live.
         prepareReconnectToStreamRequest: async ({ id }) => ({
@@ -92,7 +98,7 @@ function Chat({ session, history }) {
           <Message key={message.id} message={message} onApproval={addToolApprovalResponse} />
         ))}
       </ol>
-      {error && <p className="error" role="alert">{error.message}</p>}
+      {error && <p className="error" role="alert">{describeError(error, session.runqUrl)}</p>}
       <form onSubmit={submit}>
         <textarea
           aria-label="Message"

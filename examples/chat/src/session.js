@@ -15,6 +15,7 @@ export class Session {
 
   update({ runq_url, chat_id, token, expires_at }) {
     this.runqUrl = runq_url;
+    Session.lastRunqUrl = runq_url; // for an error before the chat is open
     this.chatId = chat_id;
     this.token = token;
     this.expiresAt = Date.parse(expires_at);
@@ -41,6 +42,6 @@ async function requestSession(chatId) {
     headers: { "content-type": "application/json" },
     body: JSON.stringify(chatId ? { chat_id: chatId } : {}),
   });
-  if (!response.ok) throw new Error(`session: ${response.status} ${await response.text()}`);
+  if (!response.ok) throw new Error(`The session endpoint answered ${response.status}: ${await response.text()}`);
   return response.json();
 }

@@ -53,6 +53,12 @@ def frames(response: httpx.Response) -> list[tuple[int, dict[str, Any]]]:
     return out
 
 
+def without_pings(text: str) -> str:
+    """A stream less its keep-alive comments, which come when they come."""
+    blocks = text.split("\n\n")
+    return "\n\n".join(b for b in blocks if not all(line.startswith(":") for line in b.split("\n") if line))
+
+
 def without_ids(frames: list[tuple[int, dict[str, Any]]]) -> list[tuple[int, dict[str, Any]]]:
     """Frames less RUN_STARTED's and RUN_FINISHED's echo of the ids a stream was opened with."""
     return [(seq, {k: v for k, v in e.items() if k not in ("threadId", "runId")}) for seq, e in frames]
@@ -124,12 +130,12 @@ async def test_the_events_resume_after_an_id_by_either_run_id(
     worker: None, client: httpx.AsyncClient, owner: dict[str, str], bob: dict[str, str], queue: Queue
 ) -> None:
     sent = body("resume me")
-    whole = frames(await client.post("/ag-ui/demo", json=sent, headers=owner))
+    live = await client.post("/ag-ui/demo", json=sent, headers=owner)
+    whole = frames(live)
     run_id = runq_run(whole)["run_id"]
     for name in (run_id, sent["runId"]):
-        replay = frames(await client.get(f"/ag-ui/runs/{name}/events", headers=owner))
-        assert without_ids(replay) == without_ids(whole)
-        assert replay[-1][1]["runId"] == name
+        replay = await client.get(f"/ag-ui/runs/{name}/events", headers=owner)
+        assert without_pings(replay.text) == without_pings(live.text)  # byte for byte: the client's runId
         cut = next(seq for seq, e in whole if e["type"] == "TOOL_CALL_START")
         for resumed in (
             frames(await client.get(f"/ag-ui/runs/{name}/events?after={cut}", headers=owner)),

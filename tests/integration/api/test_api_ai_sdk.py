@@ -225,3 +225,42 @@ async def test_an_unstorable_chat_id_is_a_validation_error(client: httpx.AsyncCl
         response = await client.get(path, headers=alice)
         assert (response.status_code, response.json()["code"]) == (422, "validation_error"), response.text
     assert (await client.get("/threads", headers=alice)).json()["items"] == []
+
+
+async def test_a_long_history_is_read_to_its_last_message(
+    worker: None, client: httpx.AsyncClient, alice: dict[str, str], settings: Any
+) -> None:
+    """``DefaultChatTransport`` resends the whole chat: past RUNQ_MAX_BODY_BYTES, streamed in
+    chunks, only the last message is kept; a message or a body over its own bound is a 413."""
+    chat = await new_thread(client, alice)
+    earlier = [
+        {"id": f"m{i}", "role": "assistant" if i % 2 else "user", "parts": [{"type": "text", "text": "x" * 90_000}]}
+        for i in range(14)
+    ]
+    body = chat_body(chat, "the new question", **DEMO)
+    body["messages"] = [*earlier, *body["messages"]]
+    raw = json.dumps(body).encode()
+    assert len(raw) > 1 << 20 > settings.max_body_bytes
+
+    async def chunked() -> AsyncIterator[bytes]:
+        for i in range(0, len(raw), 65_536):
+            yield raw[i : i + 65_536]
+
+    headers = alice | {"Content-Type": "application/json"}
+    for content in (raw, chunked()):
+        response = await client.post("/ai-sdk/chat", content=content, headers=headers)
+        assert response.status_code == 200, response.text
+        assert chunks(response.text)[-1]["type"] == "finish"
+    history = (await client.get(f"/ai-sdk/chat/{chat}/messages", headers=alice)).json()["items"]
+    assert [m["parts"][0]["text"] for m in history if m["role"] == "user"] == ["the new question"] * 2
+
+    huge = chat_body(chat, "y" * (settings.max_body_bytes + 1), **DEMO)
+    refused = await client.post("/ai-sdk/chat", json=huge, headers=alice)
+    assert (refused.status_code, refused.json()["code"]) == (413, "body_too_large")
+    assert "a message of the chat request" in refused.json()["detail"]
+    too_long = b'{"id": "x", "messages": [' + b" " * settings.chat_max_body_bytes + b"]}"
+    refused = await client.post("/ai-sdk/chat", content=too_long, headers=headers)
+    assert (refused.status_code, refused.json()["code"]) == (413, "body_too_large")
+    assert "prepareSendMessagesRequest" in refused.json()["detail"]
+    broken = await client.post("/ai-sdk/chat", content=raw[:-3], headers=headers)
+    assert (broken.status_code, broken.json()["code"]) == (400, "malformed_json")

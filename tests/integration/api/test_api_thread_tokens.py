@@ -193,3 +193,45 @@ async def test_cors_preflight_and_exposed_headers(settings: Settings, alice: dic
     async for client in cors_client(settings, ""):  # the default: no CORS at all
         response = await client.options("/threads/x/runs", headers=preflight(ORIGIN))
         assert "access-control-allow-origin" not in response.headers
+
+
+async def test_a_refused_origin_is_logged_once_with_the_setting_to_change(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    for origins, listed in ((ORIGIN, f"RUNQ_CORS_ORIGINS={ORIGIN},http://127.0.0.1:5173"), ("", "RUNQ_CORS_ORIGINS=http://127.0.0.1:5173")):
+        caplog.clear()
+        async for client in cors_client(settings, origins):
+            for _ in range(3):
+                await client.options("/ai-sdk/chat", headers=preflight("http://127.0.0.1:5173"))
+            await client.options("/ai-sdk/chat", headers=preflight(ORIGIN))
+        advice = [r.getMessage() for r in caplog.records if r.name == "app.api.cors"]
+        if origins:
+            assert len(advice) == 1, advice  # once, and never for a listed origin
+        else:
+            assert len(advice) == 2, advice  # no origin is listed: each is logged once
+        assert "http://127.0.0.1:5173" in advice[0] and listed in advice[0] and "/ai-sdk/chat" in advice[0]
+
+
+async def test_a_refused_credential_is_told_what_is_wrong(client: httpx.AsyncClient, alice: dict[str, str]) -> None:
+    """A valid token on a route that needs a key, and a key without ``Bearer``, are not
+    "unknown or revoked" keys."""
+    thread = (await client.post("/threads", json={}, headers=alice)).json()
+    token = await mint(client, alice, thread["id"])
+    run = (await client.post("/runs", json={"agent": "demo", "input": {}}, headers=alice)).json()
+    stream = (await client.post(f"/runs/{run['id']}/stream-token", headers=alice)).json()["token"]
+    key = alice["Authorization"].removeprefix("Bearer ")
+
+    def detail(headers: dict[str, str]) -> str:
+        return str(response_detail[headers["Authorization"]])
+
+    response_detail = {
+        h["Authorization"]: (await client.get("/runs", headers=h)).json()["detail"]
+        for h in (token, {"Authorization": f"Bearer {stream}"}, {"Authorization": key}, {"Authorization": "Basic eDp5"}, {"Authorization": "Bearer rq_nope"})
+    }
+    assert "thread token" in detail(token) and "needs an API key" in detail(token)
+    assert "stream token" in detail({"Authorization": f"Bearer {stream}"})
+    assert "without its scheme: send Authorization: Bearer rq_" in detail({"Authorization": key})
+    assert key not in detail({"Authorization": key})
+    assert "another scheme" in detail({"Authorization": "Basic eDp5"})
+    assert detail({"Authorization": "Bearer rq_nope"}) == "the API key is unknown or revoked"
+    assert (await client.get(f"/threads/{thread['id']}/messages", headers=token)).status_code == 200
