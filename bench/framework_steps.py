@@ -212,6 +212,10 @@ async def _sides(
         # what runq adds to a step, in ms: the figure a durable step's price is stated in
         "overhead_model_step_ms": round((per["runq"][0] - per["bare"][0]) * 1000, 2),
         "overhead_tool_step_ms": round((per["runq"][1] - per["bare"][1]) * 1000, 2),
+        # with runs at once, each run's step waits for the others' (2 cores): the machine's time
+        # per step is a run's step time over the runs, and so is what runq adds to it
+        "overhead_model_step_share_ms": round((per["runq"][0] - per["bare"][0]) * 1000 / concurrency, 2),
+        "overhead_tool_step_share_ms": round((per["runq"][1] - per["bare"][1]) * 1000 / concurrency, 2),
         "ratio_model_step": round(per["runq"][0] / per["bare"][0], 2) if per["bare"][0] > 0 else None,
         "ratio_tool_step": round(per["runq"][1] / per["bare"][1], 2) if per["bare"][1] > 0 else None,
     }

@@ -254,14 +254,12 @@ def _framework_rows(framework: str, section: dict[str, Any] | None) -> list[Row]
     for label, s in (("1 run", section), (f"{_get(section, 'concurrent.runs')} runs at once", section.get("concurrent"))):
         if not s:
             continue
-        rows += [
-            (f"per model request, {label} (runq adds {_num(s.get('overhead_model_step_ms'), '{:.2f}')} ms)",
-             _num(s["per_model_step_ms"]["runq"], "{:.2f}"), _num(s["per_model_step_ms"]["bare"], "{:.2f}"),
-             _num(s["ratio_model_step"], "{:.2f}x")),
-            (f"per tool call, {label} (runq adds {_num(s.get('overhead_tool_step_ms'), '{:.2f}')} ms)",
-             _num(s["per_tool_step_ms"]["runq"], "{:.2f}"), _num(s["per_tool_step_ms"]["bare"], "{:.2f}"),
-             _num(s["ratio_tool_step"], "{:.2f}x")),
-        ]
+        for kind, what in (("model", "model request"), ("tool", "tool call")):
+            added = f"runq adds {_num(s.get(f'overhead_{kind}_step_ms'), '{:.2f}')} ms"
+            if s is not section:  # runs at once: also the machine's time per step, each run's share
+                added += f", {_num(s.get(f'overhead_{kind}_step_share_ms'), '{:.2f}')} ms a step"
+            rows.append((f"per {what}, {label} ({added})", _num(s[f"per_{kind}_step_ms"]["runq"], "{:.2f}"),
+                         _num(s[f"per_{kind}_step_ms"]["bare"], "{:.2f}"), _num(s[f"ratio_{kind}_step"], "{:.2f}x")))
     rows += [
         ("one client's commit on the same server (ms), the floor of a durable step",
          _num(section.get("commit_ms"), "{:.3f}"), "", ""),

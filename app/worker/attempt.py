@@ -92,7 +92,9 @@ class Attempt(Stoppable):
         # record or the ending
         self._unsaved_messages: list[str] = []
         self._encoder = Encoder(redactor, limit=max_data_bytes, saved=saved)
-        self.events = EventBuffer(self._append_in_background, max_merged_chars=max_data_bytes // 16)
+        self.events = EventBuffer(
+            self._append_in_background, hurry=writer.hurry, max_merged_chars=max_data_bytes // 16
+        )
         self._queue = queue
         self._writer = writer
         self._redactor = redactor

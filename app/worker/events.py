@@ -58,10 +58,12 @@ class EventBuffer:
         self,
         submit: Submit,
         *,
+        hurry: Callable[[], None] = lambda: None,
         on_background_error: Callable[[BaseException], None] | None = None,
         max_merged_chars: int = MAX_MERGED_CHARS,
     ) -> None:
         self._submit: Submit | None = submit  # None once closed
+        self._hurry = hurry  # the background write out goes at once: a locked write waits for it
         self._max_merged_chars = max_merged_chars
         # a function, not a method of the buffer's owner: this buffer must not hold its attempt
         # once closed (see close)
@@ -142,6 +144,7 @@ class EventBuffer:
                 if self._background:
                     if self._settled is None:
                         self._settled = asyncio.get_running_loop().create_future()
+                    self._hurry()  # not at the writer's tick: this write waits for it
                     await self._settled
                 taken: list[PendingEvent] = []
 

@@ -93,7 +93,7 @@ class Batcher(Generic[ItemT, ResultT]):
         self._max_batch = max_batch
         self._pending: list[tuple[Callable[[], ItemT | None], Done]] = []
         self._urgent = False  # an item of _pending may not wait for the tick
-        self._hurry: asyncio.Future[None] | None = None  # the tick's wait, ended early by an urgent item
+        self._ticking: asyncio.Future[None] | None = None  # the tick's wait, ended early by an urgent item
         self._writer: asyncio.Task[None] | None = None
         self._in_flight: set[asyncio.Task[None]] = set()
         self._next_at = float("-inf")  # the tick
@@ -116,11 +116,16 @@ class Batcher(Generic[ItemT, ResultT]):
         out of the statement, and ``done`` is not called."""
         self._pending.append((take, done))
         if urgent:
-            self._urgent = True
-            if self._hurry is not None and not self._hurry.done():
-                self._hurry.set_result(None)
+            self.hurry()
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._drain(), name=self._name)
+
+    def hurry(self) -> None:
+        """What is pending goes at once, not at the tick: someone waits for it (an urgent item,
+        or a write that must wait for a run's earlier one to be stored first)."""
+        self._urgent = True
+        if self._ticking is not None and not self._ticking.done():
+            self._ticking.set_result(None)
 
     async def _drain(self) -> None:
         tracing.detach()  # started by one run's write, it writes for all of them
@@ -163,13 +168,13 @@ class Batcher(Generic[ItemT, ResultT]):
             if until <= now:
                 await asyncio.sleep(0)
                 return
-            self._hurry = loop.create_future()
-            timer = loop.call_later(until - now, _settle, self._hurry, None)
+            self._ticking = loop.create_future()
+            timer = loop.call_later(until - now, _settle, self._ticking, None)
             try:
-                await self._hurry
+                await self._ticking
             finally:
                 timer.cancel()
-                self._hurry = None
+                self._ticking = None
 
     async def _send(self, items: list[tuple[ItemT, Done]]) -> None:
         try:
@@ -237,6 +242,11 @@ class Writer:
         """:meth:`append` of buffered events alone, without waiting: ``done`` gets what was
         stored or the exception in its place; ``take`` returning ``None`` leaves the run out."""
         self._appends.submit(take, done, urgent=urgent)
+
+    def hurry(self) -> None:
+        """The event statement that is waiting for its tick goes now: a run's write waits for
+        its earlier background write to be stored (a step's record waits for its tokens)."""
+        self._appends.hurry()
 
 
 def _settle(future: asyncio.Future[Any], outcome: Any) -> None:
