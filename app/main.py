@@ -41,7 +41,7 @@ from app.api.deps import Runtime
 from app.api.limits import BodySizeLimit, JsonBodies
 from app.api.presence import Presence
 from app.api.problems import ApiProblem, problem_response
-from app.api.protocols import ag_ui, ai_sdk
+from app.api.protocols import ag_ui, ai_sdk, langgraph
 from app.api.protocols.chat_body import LongChats
 from app.api.quotas import limit_response
 from app.api.stream import event_hub
@@ -147,6 +147,7 @@ def create_app(settings: Settings | None = None, *, sse_ping_s: float = 10.0) ->
     app.include_router(threads.router)
     app.include_router(ai_sdk.router)
     app.include_router(ag_ui.router)
+    app.include_router(langgraph.router)
     app.include_router(agents.router)
     app.include_router(schedules.admin_router)
     app.include_router(health.router)

@@ -209,9 +209,11 @@ class Caller:
         return _unauthorized("the token is for another thread", error="invalid_token")
 
 
-async def _resolve(
+async def resolve_caller(
     scope: str, request: Request, runtime: Runtime, credentials: HTTPAuthorizationCredentials | None, token: str | None
 ) -> Caller:
+    """The :class:`Caller` of credentials already read from the request (a protocol that sends
+    its key in another header, e.g. LangGraph's ``x-api-key``, reads it and comes here)."""
     path = request.path_params
     value = credentials.credentials if credentials is not None else token
     if value is None or (credentials is not None and value.startswith(KEY_PREFIX)):
@@ -249,7 +251,7 @@ def caller(scope: str) -> Callable[..., Awaitable[Caller]]:
     ``resume``, ``cancel``); a stream token may call those with ``read`` and ``resume``."""
 
     async def resolve(request: Request, runtime: RuntimeDep, credentials: Credentials, token: TokenQuery = None) -> Caller:
-        return await _resolve(scope, request, runtime, credentials, token)
+        return await resolve_caller(scope, request, runtime, credentials, token)
 
     resolve.__name__ = f"caller_{scope}"
     return resolve

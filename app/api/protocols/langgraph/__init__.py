@@ -1,0 +1,14 @@
+"""LangGraph's server API under ``/langgraph`` (DESIGN §17, docs/langgraph-server.md): what
+``langgraph_sdk`` and ``@langchain/langgraph-sdk`` call, served from runq's threads, runs and
+event log. Each resource is a module with its own ``router``; this package joins them into the
+one :data:`router` the app factory mounts, so a new resource (the store, crons) adds one line."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from app.api.protocols.langgraph import assistants, runs, threads
+
+router = APIRouter(prefix="/langgraph", tags=["langgraph"])
+for _resource in (assistants, threads, runs):
+    router.include_router(_resource.router)

@@ -1,0 +1,7 @@
+"""LangGraph's runs routes (DESIGN §17)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+router = APIRouter()
