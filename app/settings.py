@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 from functools import lru_cache
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, PositiveFloat, PrivateAttr, field_validator, model_validator
@@ -29,10 +30,12 @@ class Settings(BaseSettings):
 
     env: Literal["development", "production"] = "development"
     database_url: str | None = Field(
-        default=None, description="PostgreSQL URL; unset uses the embedded server of the data folder"
+        default=None,
+        description="PostgreSQL URL; unset uses the embedded server of the data folder",
     )
     data_dir: str | None = Field(
-        default=None, description="The embedded server's data folder; unset: .runq/ at the project root"
+        default=None,
+        description="The embedded server's data folder; unset: .runq/ at the project root",
     )
     listen_database_url: str | None = Field(
         default=None,
@@ -52,7 +55,8 @@ class Settings(BaseSettings):
         " sessions; unset: 10 (2 for a CLI command)",
     )
     db_max_overflow: Annotated[int, Field(ge=0)] = Field(
-        default=0, description="Extra connections opened past RUNQ_DB_POOL_SIZE under load, closed once idle"
+        default=0,
+        description="Extra connections opened past RUNQ_DB_POOL_SIZE under load, closed once idle",
     )
     db_pool_timeout_s: Seconds = Field(
         default=60.0, description="How long work waits for a free pooled connection before it fails"
@@ -75,7 +79,8 @@ class Settings(BaseSettings):
         default=0.0, description="Runs a tenant may create per second, cluster-wide (0 = no limit)"
     )
     tenant_create_burst: Annotated[int | None, Field(ge=1)] = Field(
-        default=None, description="Creates a tenant may make at once; unset: twice RUNQ_TENANT_CREATE_PER_S"
+        default=None,
+        description="Creates a tenant may make at once; unset: twice RUNQ_TENANT_CREATE_PER_S",
     )
     tenant_max_pending: Annotated[int, Field(ge=0)] = Field(
         default=0, description="Runs pending or waiting a tenant may have (0 = no limit)"
@@ -101,7 +106,8 @@ class Settings(BaseSettings):
     stream_token_ttl_s: Seconds = 300.0
     thread_token_ttl_s: Annotated[float, Field(gt=0, le=86400)] = 3600.0
     cors_origins: Annotated[list[str], NoDecode] = Field(
-        default_factory=list, description="Origins a browser may call the API from (CORS); empty: none"
+        default_factory=list,
+        description="Origins a browser may call the API from (CORS); empty: none",
     )
     secret_key: str | None = None
     priority_aging_s: Seconds = 60.0
@@ -116,7 +122,8 @@ class Settings(BaseSettings):
         description="Hosts or CIDRs webhooks may reach although private or loopback (development, tests)",
     )
     webhook_hosts_only: bool = Field(
-        default=False, description="Deliver only to RUNQ_WEBHOOK_ALLOW_HOSTS; resolve and contact nothing else"
+        default=False,
+        description="Deliver only to RUNQ_WEBHOOK_ALLOW_HOSTS; resolve and contact nothing else",
     )
 
     agents: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
@@ -133,6 +140,9 @@ class Settings(BaseSettings):
     # LangGraph graphs (app/agents/langgraph/): checkpoints kept per LangGraph thread and
     # namespace, the newest first; older ones are deleted as new ones are stored.
     langgraph_keep_checkpoints: int = Field(default=20, ge=1)
+    # A `langgraph.json` whose graphs are agents named by their graph ids, served under
+    # /langgraph (DESIGN §17); `runq dev` reads ./langgraph.json when present.
+    langgraph_config: Path | None = None
     # OpenAI Agents SDK agents (app/agents/openai_agents/): their spans go to runq's
     # OpenTelemetry traces; the SDK's own export to OpenAI only when this asks for it too.
     openai_agents_trace_export: bool = False
@@ -183,7 +193,11 @@ class Settings(BaseSettings):
 
     @property
     def agent_registry(self) -> dict[str, str]:
-        return {**BUILTIN_AGENTS, **self.agents}
+        if self.langgraph_config is None:
+            return {**BUILTIN_AGENTS, **self.agents}
+        from app.agents.langgraph.config import graph_agents  # reads only JSON: no LangGraph import
+
+        return {**BUILTIN_AGENTS, **graph_agents(self.langgraph_config), **self.agents}
 
 
 @lru_cache

@@ -20,7 +20,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, is_dataclass
+from dataclasses import asdict, fields, is_dataclass
 from typing import Any, ClassVar, Literal
 
 from langchain_core.callbacks import AsyncCallbackHandler
@@ -34,7 +34,7 @@ from langchain_core.messages import (
 from langchain_core.outputs import LLMResult
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph, StateGraph
-from langgraph.types import Command, Interrupt
+from langgraph.types import Command, Interrupt, StateSnapshot
 from pydantic import BaseModel
 
 from app.agents.base import FatalError, RunContext
@@ -58,10 +58,15 @@ class LangGraphAgent:
     """
 
     graph: ClassVar[StateGraph[Any]]
-    input_schema: ClassVar[type[BaseModel] | None] = LangGraphInput  # None when graph_input reads another shape
+    input_schema: ClassVar[type[BaseModel] | None] = (
+        LangGraphInput  # None when graph_input reads another shape
+    )
     durability: ClassVar[Literal["sync", "async", "exit"]] = (
         "sync"  # a checkpoint committed before the next superstep
     )
+    # An ``interrupt()`` makes the run wait (§9); False: the run ends there and a later run
+    # resumes the thread with ``Command(resume=...)`` (LangGraph's server API, §17).
+    waits_on_interrupt: ClassVar[bool] = True
 
     def __init__(self, settings: Settings | None = None) -> None:
         self.settings = settings or get_settings()
@@ -75,13 +80,16 @@ class LangGraphAgent:
             keep=self.settings.langgraph_keep_checkpoints,
             fence=Fence(ctx.lease.run_id, ctx.lease.lease_id),
         )
-        graph = self.graph.compile(checkpointer=saver)
+        graph = self.compiled(saver, ctx)
         saved = ctx.resume_state if isinstance(ctx.resume_state, dict) else {}
         progress = _Progress(
-            base=int(saved.get("base", 0)), added=int(saved.get("added", 0)), tools=set(saved.get("tools", ()))
+            base=int(saved.get("base", 0)),
+            added=int(saved.get("added", 0)),
+            tools=set(saved.get("tools", ())),
         )
         meter = _Meter(ctx, progress.tools)
-        config: RunnableConfig = {"configurable": {"thread_id": thread_id}, "callbacks": [meter]}
+        config = self.run_config(ctx, thread_id)
+        config["callbacks"] = [meter]
         pending: Any
         if await saver.last_writer(thread_id) != ctx.run_id:  # the input is not in the graph yet
             pending = self.graph_input(ctx.input)
@@ -90,12 +98,16 @@ class LangGraphAgent:
                 await ctx.checkpoint(progress.state())
         else:
             interrupts = (await graph.aget_state(config)).interrupts
-            pending = await self._answer(ctx, interrupts) if interrupts else None
+            pending = (
+                await self._answer(ctx, interrupts)
+                if interrupts and self.waits_on_interrupt
+                else None
+            )
         try:
             while True:
                 await self._stream(ctx, graph, pending, config, meter, progress)
                 snapshot = await graph.aget_state(config)
-                if not snapshot.interrupts:
+                if not snapshot.interrupts or not self.waits_on_interrupt:
                     break
                 # Checkpoint first (the waits passed and the thread's messages so far), so the
                 # resumed attempt asks for this wait's occurrence, not the last one answered.
@@ -109,6 +121,27 @@ class LangGraphAgent:
                 await self._remember(ctx, (await graph.aget_state(config)).values, progress)
             raise
         await self._remember(ctx, snapshot.values, progress)
+        return self.output(snapshot)
+
+    def compiled(self, saver: RunqSaver, ctx: RunContext) -> CompiledStateGraph[Any]:
+        """The graph compiled with the attempt's fenced saver."""
+        return self.graph.compile(checkpointer=saver)
+
+    def run_config(self, ctx: RunContext, thread_id: str) -> RunnableConfig:
+        """The graph's config for the run: the LangGraph thread is runq's (or the run)."""
+        return {"configurable": {"thread_id": thread_id}}
+
+    def stream_modes(self, ctx: RunContext) -> tuple[str, ...]:
+        """LangGraph stream modes stored as ``langgraph`` events, ``{event, data}`` as
+        LangGraph's server sends them (none for a runq agent: runq's own events say it)."""
+        return ()
+
+    def stream_options(self, ctx: RunContext) -> dict[str, Any]:
+        """More arguments of ``astream`` (``interrupt_before``, ``context``, ...)."""
+        return {}
+
+    def output(self, snapshot: StateSnapshot) -> dict[str, Any]:
+        """The run's output from the final state."""
         return {"text": _last_ai_text(snapshot.values), "state": _jsonable(snapshot.values)}
 
     def graph_input(self, input: Mapping[str, Any]) -> Any:
@@ -125,17 +158,24 @@ class LangGraphAgent:
         meter: _Meter,
         progress: _Progress,
     ) -> None:
+        wire = self.stream_modes(ctx)
         stream = graph.astream(
-            pending, config, stream_mode=["messages", "debug"], durability=self.durability
+            pending,
+            config,
+            stream_mode=sorted({"messages", "debug", *wire}),
+            durability=self.durability,
+            **self.stream_options(ctx),
         )
-        part: Any  # (mode, chunk): stream mode "messages" or "debug"
+        part: Any  # (mode, chunk)
         async for part in stream:
             mode, chunk = part
+            if mode in wire:
+                await ctx.emit("langgraph", {"event": mode, "data": wire_json(chunk)})
             if mode == "messages":
                 message = chunk[0]
                 if isinstance(message, AIMessageChunk) and message.text:
                     await ctx.emit("message.delta", {"text": message.text})
-            elif chunk.get("type") == "task_result":
+            elif mode == "debug" and chunk.get("type") == "task_result":
                 await _finished_node(ctx, chunk["step"], chunk["payload"])
                 if meter.spent:  # its usage and turns stored with it: budgets bound the run
                     meter.spent = False
@@ -215,14 +255,18 @@ def _tokens(response: LLMResult) -> tuple[int, int]:
         if (metadata := getattr(getattr(generation, "message", None), "usage_metadata", None))
     ]
     if found:
-        return sum(int(m.get("input_tokens") or 0) for m in found), sum(int(m.get("output_tokens") or 0) for m in found)
+        return sum(int(m.get("input_tokens") or 0) for m in found), sum(
+            int(m.get("output_tokens") or 0) for m in found
+        )
     provider = (response.llm_output or {}).get("token_usage") or {}
     if provider:
         return int(provider.get("prompt_tokens") or 0), int(provider.get("completion_tokens") or 0)
     global _warned_no_usage
     if not _warned_no_usage:
         _warned_no_usage = True
-        log.warning("a LangGraph model call reported no token usage; with ChatOpenAI, pass stream_usage=True")
+        log.warning(
+            "a LangGraph model call reported no token usage; with ChatOpenAI, pass stream_usage=True"
+        )
     return 0, 0
 
 
@@ -278,6 +322,22 @@ def _last_ai_text(values: Any) -> str:
 
 def _thread_message(message: Mapping[str, Any]) -> dict[str, Any]:
     return {k: message[k] for k in THREAD_MESSAGE_KEYS if k in message}
+
+
+def wire_json(value: Any) -> Any:
+    """A value as LangGraph's server writes it: messages and models as their fields
+    (``{"type": "ai", "content": ...}``), dataclasses (``Interrupt``) as theirs."""
+    if isinstance(value, BaseModel):
+        return wire_json(value.model_dump())
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: wire_json(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): wire_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [wire_json(v) for v in value]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return json.loads(json.dumps(value, default=str))
 
 
 def _jsonable(value: Any) -> Any:

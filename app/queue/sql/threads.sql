@@ -113,3 +113,25 @@ WITH graph_writes AS (
     DELETE FROM langgraph_checkpoints WHERE thread_id = CAST(CAST(:thread_id AS uuid) AS text)
 )
 DELETE FROM threads WHERE id = :thread_id;
+
+-- name: create_thread_with_id
+-- A thread with the id its client chose (LangGraph's API, §17); no row when the id is taken.
+INSERT INTO threads (id, tenant_id, metadata)
+VALUES (:thread_id, :tenant_id, CAST(:metadata AS jsonb))
+ON CONFLICT DO NOTHING
+RETURNING *, false AS busy, CAST(NULL AS uuid) AS last_run_id;
+
+-- name: merge_thread_metadata
+-- The tenant's thread with :metadata merged into its own (keys given replace theirs).
+UPDATE threads t
+   SET metadata = t.metadata || CAST(:metadata AS jsonb), updated_at = now()
+ WHERE t.id = :thread_id AND t.tenant_id = :tenant_id
+RETURNING ${part:thread_out};
+
+-- name: search_threads
+-- The tenant's threads whose metadata contains :metadata, newest first, a page by offset.
+SELECT ${part:thread_out}
+  FROM threads t
+ WHERE t.tenant_id = :tenant_id AND t.metadata @> CAST(:metadata AS jsonb)
+ ORDER BY t.created_at DESC, t.id DESC
+ LIMIT :limit OFFSET :offset;

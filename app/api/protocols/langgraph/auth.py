@@ -14,7 +14,11 @@ from app.api.auth import Caller, Credentials, resolve_caller
 from app.api.deps import RuntimeDep
 
 ApiKeyHeader = Annotated[
-    str | None, Header(alias="x-api-key", description="An API key (or a thread token), as the LangGraph SDKs send it")
+    str | None,
+    Header(
+        alias="x-api-key",
+        description="An API key (or a thread token), as the LangGraph SDKs send it",
+    ),
 ]
 
 
@@ -23,7 +27,10 @@ def caller(scope: str) -> Callable[..., Awaitable[Caller]]:
     ``resume``, ``cancel``); a key opens every route of its tenant."""
 
     async def resolve(
-        request: Request, runtime: RuntimeDep, credentials: Credentials, x_api_key: ApiKeyHeader = None
+        request: Request,
+        runtime: RuntimeDep,
+        credentials: Credentials,
+        x_api_key: ApiKeyHeader = None,
     ) -> Caller:
         if credentials is None and x_api_key:
             credentials = HTTPAuthorizationCredentials(scheme="Bearer", credentials=x_api_key)

@@ -1,7 +1,201 @@
-"""LangGraph's threads routes (DESIGN §17)."""
+"""LangGraph's threads (DESIGN §17) are runq threads: same id, same tenant. Their status and
+values come from the last run (runq's ``busy``, then how that run ended); their state, history
+and updates from the graph's checkpoints through runq's saver."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Response, status
+
+from app.api.auth import Caller
+from app.api.deps import Runtime, RuntimeDep
+from app.api.problems import ApiProblem
+from app.api.protocols.langgraph.auth import Reader, Runner, Tenant
+from app.api.protocols.langgraph.schemas import (
+    CountThreads,
+    CreateThread,
+    History,
+    PatchThread,
+    SearchThreads,
+    UpdateState,
+)
+from app.api.protocols.langgraph.state import thread_history, thread_state, update_state
+from app.api.protocols.langgraph.status import last_values, paused, thread_status
+from app.domain import Run, Thread
+from app.errors import RunNotFound, ThreadBusy
+from app.queue.graph_checkpoints import GraphCheckpoints
 
 router = APIRouter()
+
+
+async def last_run(runtime: Runtime, thread: Thread) -> Run | None:
+    if thread.last_run_id is None:
+        return None
+    try:
+        return await runtime.queue.get_run(thread.last_run_id, tenant_id=thread.tenant_id)
+    except RunNotFound:  # purged by retention
+        return None
+
+
+async def thread_json(runtime: Runtime, thread: Thread) -> dict[str, Any]:
+    last = await last_run(runtime, thread)
+    interrupts = last.output.get("interrupts", {}) if paused(last) and last is not None else {}
+    return {
+        "thread_id": str(thread.id),
+        "created_at": thread.created_at.isoformat(),
+        "updated_at": thread.updated_at.isoformat(),
+        "metadata": thread.metadata,
+        "status": thread_status(thread, last),
+        "values": last_values(last),
+        "interrupts": interrupts,
+        "config": {},
+        "error": None,
+    }
+
+
+@router.post("/threads")
+async def create_thread(caller: Tenant, runtime: RuntimeDep, body: CreateThread) -> dict[str, Any]:
+    """A thread, with the id the client chose if any: 409 when it is taken, unless
+    ``if_exists: do_nothing`` (then the tenant's thread of that id)."""
+    queue = runtime.queue
+    if body.thread_id is None:
+        thread, _ = await queue.create_thread(tenant_id=caller.tenant_id, metadata=body.metadata)
+        return await thread_json(runtime, thread)
+    created = await queue.create_thread_with_id(
+        body.thread_id, tenant_id=caller.tenant_id, metadata=body.metadata
+    )
+    if created is not None:
+        return await thread_json(runtime, created)
+    if body.if_exists == "do_nothing":
+        return await thread_json(
+            runtime, await queue.get_thread(body.thread_id, tenant_id=caller.tenant_id)
+        )
+    raise ApiProblem(409, "thread_exists", f"thread {body.thread_id} already exists")
+
+
+async def _search(
+    runtime: Runtime, caller: Caller, body: CountThreads, *, limit: int, offset: int
+) -> list[dict[str, Any]]:
+    """Threads whose metadata matches (in SQL), then status and values (on their last run)."""
+    found = await runtime.queue.search_threads(
+        tenant_id=caller.tenant_id, metadata=body.metadata, limit=limit, offset=offset
+    )
+    threads = [await thread_json(runtime, t) for t in found]
+    return [
+        t
+        for t in threads
+        if (body.status is None or t["status"] == body.status)
+        and (body.values is None or body.values.items() <= (t["values"] or {}).items())
+    ]
+
+
+@router.post("/threads/search")
+async def search_threads(
+    caller: Tenant, runtime: RuntimeDep, body: SearchThreads
+) -> list[dict[str, Any]]:
+    filtered = body.status is not None or body.values is not None
+    if not filtered:
+        return await _search(runtime, caller, body, limit=body.limit, offset=body.offset)
+    matching = await _search(runtime, caller, body, limit=10_000, offset=0)
+    return matching[body.offset : body.offset + body.limit]
+
+
+@router.post("/threads/count")
+async def count_threads(caller: Tenant, runtime: RuntimeDep, body: CountThreads) -> int:
+    return len(await _search(runtime, caller, body, limit=10_000, offset=0))
+
+
+@router.get("/threads/{thread_id}")
+async def get_thread(caller: Reader, runtime: RuntimeDep, thread_id: str) -> dict[str, Any]:
+    return await thread_json(runtime, await caller.thread())
+
+
+@router.patch("/threads/{thread_id}")
+async def patch_thread(
+    caller: Runner, runtime: RuntimeDep, thread_id: str, body: PatchThread
+) -> dict[str, Any]:
+    thread = await runtime.queue.merge_thread_metadata(
+        caller.thread_id(), tenant_id=caller.tenant_id, metadata=body.metadata
+    )
+    return await thread_json(runtime, thread)
+
+
+@router.delete(
+    "/threads/{thread_id}", status_code=status.HTTP_204_NO_CONTENT, response_class=Response
+)
+async def delete_thread(caller: Tenant, runtime: RuntimeDep, thread_id: str) -> Response:
+    """The thread, its runs and its graph's checkpoints."""
+    thread = await caller.thread()
+    await runtime.queue.delete_thread(thread.id, tenant_id=caller.tenant_id)
+    await GraphCheckpoints(runtime.engine).delete_threads([str(thread.id)])
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post("/threads/{thread_id}/copy")
+async def copy_thread(caller: Tenant, runtime: RuntimeDep, thread_id: str) -> dict[str, Any]:
+    """A new thread with the same metadata and the graph's checkpoints (not the runs)."""
+    source = await caller.thread()
+    copy, _ = await runtime.queue.create_thread(
+        tenant_id=caller.tenant_id, metadata=source.metadata
+    )
+    await GraphCheckpoints(runtime.engine).copy_thread(source=str(source.id), target=str(copy.id))
+    return await thread_json(runtime, copy)
+
+
+@router.get("/threads/{thread_id}/state")
+async def get_state(
+    caller: Reader, runtime: RuntimeDep, thread_id: str, subgraphs: bool = False
+) -> dict[str, Any]:
+    return await thread_state(runtime, await caller.thread())
+
+
+@router.get("/threads/{thread_id}/state/{checkpoint_id}")
+async def get_state_at(
+    caller: Reader, runtime: RuntimeDep, thread_id: str, checkpoint_id: str
+) -> dict[str, Any]:
+    return await thread_state(runtime, await caller.thread(), {"checkpoint_id": checkpoint_id})
+
+
+@router.post("/threads/{thread_id}/state")
+async def post_state(
+    caller: Runner, runtime: RuntimeDep, thread_id: str, body: UpdateState
+) -> dict[str, Any]:
+    """``update_state``; 409 while a run of the thread is in flight (it would race the run's
+    fenced writes)."""
+    thread = await caller.thread()
+    if thread.busy:
+        raise ThreadBusy(str(thread.id))
+    checkpoint = body.checkpoint or (
+        {"checkpoint_id": body.checkpoint_id} if body.checkpoint_id else None
+    )
+    return await update_state(
+        runtime, thread, values=body.values, as_node=body.as_node, checkpoint=checkpoint
+    )
+
+
+@router.get("/threads/{thread_id}/history")
+async def get_history(
+    caller: Reader,
+    runtime: RuntimeDep,
+    thread_id: str,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 10,
+    before: str | None = None,
+) -> list[dict[str, Any]]:
+    return await thread_history(
+        runtime, await caller.thread(), limit=limit, before=before, metadata=None, checkpoint=None
+    )
+
+
+@router.post("/threads/{thread_id}/history")
+async def post_history(
+    caller: Reader, runtime: RuntimeDep, thread_id: str, body: History
+) -> list[dict[str, Any]]:
+    return await thread_history(
+        runtime,
+        await caller.thread(),
+        limit=body.limit,
+        before=body.before,
+        metadata=body.metadata,
+        checkpoint=body.checkpoint,
+    )

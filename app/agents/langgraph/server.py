@@ -1,0 +1,122 @@
+"""A graph of a ``langgraph.json`` as a runq agent, run the way LangGraph's server runs it
+(DESIGN §17): the input, ``command``, config, context and interrupt points of the request;
+the stream modes asked for stored as ``langgraph`` events; an ``interrupt()`` ends the run
+(``success``, its thread ``interrupted``) and a later run's ``command: {resume}`` resumes it.
+
+The graph may be compiled, a ``StateGraph`` builder, or a factory taking a config; each attempt
+gets it bound to runq's fenced saver, whatever checkpointer it was compiled with."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, ClassVar, Literal
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph.state import CompiledStateGraph, StateGraph
+from langgraph.pregel import Pregel
+from langgraph.types import Command, StateSnapshot
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.agents.base import RunContext
+from app.agents.langgraph.agent import LangGraphAgent, wire_json
+from app.agents.langgraph.saver import RunqSaver
+
+# The stream modes asked for on the wire -> LangGraph's ``astream`` modes.
+STREAM_MODES = {
+    "values": "values",
+    "updates": "updates",
+    "messages-tuple": "messages",
+    "custom": "custom",
+    "debug": "debug",
+    "tasks": "tasks",
+    "checkpoints": "checkpoints",
+}
+
+
+class ServerRunInput(BaseModel):
+    """What a ``/langgraph`` run route stores as the run's input."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input: Any = None
+    command: dict[str, Any] | None = None
+    config: dict[str, Any] = Field(default_factory=dict)
+    context: dict[str, Any] | None = None
+    stream_mode: list[str] = Field(default_factory=lambda: ["values"])
+    interrupt_before: list[str] | Literal["*"] | None = None
+    interrupt_after: list[str] | Literal["*"] | None = None
+    # What the /langgraph routes show of the run; the graph does not read them.
+    assistant_id: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    multitask_strategy: str | None = None
+
+
+class ServerGraphAgent(LangGraphAgent):
+    """Subclassed per graph id by :func:`app.agents.langgraph.graphs.server_agent`."""
+
+    graph_id: ClassVar[str]
+    source: ClassVar[Any]  # the compiled graph, the builder or the factory
+    input_schema = ServerRunInput
+    waits_on_interrupt = False
+
+    def compiled(self, saver: RunqSaver, ctx: RunContext | None = None) -> CompiledStateGraph[Any]:
+        config = ServerRunInput.model_validate(ctx.input).config if ctx is not None else {}
+        return bind_graph(self.source, saver, config)
+
+    def run_config(self, ctx: RunContext, thread_id: str) -> RunnableConfig:
+        config = ServerRunInput.model_validate(ctx.input).config
+        configurable = {**config.get("configurable", {}), "thread_id": thread_id}
+        return {**config, "configurable": configurable}  # type: ignore[typeddict-item]
+
+    def graph_input(self, input: Any) -> Any:
+        body = ServerRunInput.model_validate(input)
+        if body.command is not None:
+            return Command(
+                **{k: v for k, v in body.command.items() if k in ("resume", "update", "goto")}
+            )
+        return body.input
+
+    def stream_modes(self, ctx: RunContext) -> tuple[str, ...]:
+        asked = ServerRunInput.model_validate(ctx.input).stream_mode
+        return tuple(dict.fromkeys(STREAM_MODES[m] for m in asked if m in STREAM_MODES))
+
+    def stream_options(self, ctx: RunContext) -> dict[str, Any]:
+        body = ServerRunInput.model_validate(ctx.input)
+        options: dict[str, Any] = {
+            "interrupt_before": body.interrupt_before,
+            "interrupt_after": body.interrupt_after,
+        }
+        if body.context is not None:
+            options["context"] = body.context
+        return options
+
+    def output(self, snapshot: StateSnapshot) -> dict[str, Any]:
+        """The final values, the nodes still to run and the open interrupts by task: what
+        ``runs.wait`` and the thread show."""
+        interrupts = {
+            task.id: wire_json(list(task.interrupts)) for task in snapshot.tasks if task.interrupts
+        }
+        return {
+            "values": wire_json(snapshot.values),
+            "next": list(snapshot.next),
+            "interrupts": interrupts,
+        }
+
+
+def bind_graph(
+    source: Any, saver: RunqSaver | None, config: dict[str, Any]
+) -> CompiledStateGraph[Any]:
+    """``source`` compiled with ``saver``: a builder is compiled, a compiled graph gets the
+    saver instead of its own, a factory is called with the run's config first."""
+    if not isinstance(source, StateGraph | Pregel) and callable(source):
+        takes_config = len(inspect.signature(source).parameters) > 0
+        source = source(config) if takes_config else source()
+        if inspect.isawaitable(source):
+            raise TypeError(
+                "an async graph factory is not supported; return the graph from a plain function"
+            )
+    if isinstance(source, StateGraph):
+        return source.compile(checkpointer=saver)
+    if isinstance(source, Pregel):
+        return source.copy(update={"checkpointer": saver})  # type: ignore[return-value]
+    raise TypeError(f"{source!r} is not a LangGraph graph, builder or factory")

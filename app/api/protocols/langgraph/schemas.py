@@ -1,0 +1,123 @@
+"""Request bodies of LangGraph's server API as its SDKs send them (DESIGN §17). Fields the SDKs
+send that runq has no use for are accepted and ignored (``extra="ignore"``), as the reference
+does; a field of the wrong type is a 422."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.agents.langgraph.server import ServerRunInput
+
+StreamMode = Literal[
+    "values",
+    "updates",
+    "messages",
+    "messages-tuple",
+    "custom",
+    "events",
+    "debug",
+    "tasks",
+    "checkpoints",
+]
+Strategy = Literal["reject", "interrupt", "rollback", "enqueue"]
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class CreateThread(Body):
+    thread_id: uuid.UUID | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    if_exists: Literal["raise", "do_nothing"] = "raise"
+
+
+class PatchThread(Body):
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class SearchThreads(Body):
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    values: dict[str, Any] | None = None
+    status: Literal["idle", "busy", "interrupted", "error"] | None = None
+    limit: int = Field(default=10, ge=1, le=1000)
+    offset: int = Field(default=0, ge=0)
+    sort_by: Literal["thread_id", "status", "created_at", "updated_at"] | None = None
+    sort_order: Literal["asc", "desc"] | None = None
+
+
+class CountThreads(Body):
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    values: dict[str, Any] | None = None
+    status: Literal["idle", "busy", "interrupted", "error"] | None = None
+
+
+class UpdateState(Body):
+    values: Any = None
+    as_node: str | None = None
+    checkpoint_id: str | None = None
+    checkpoint: dict[str, Any] | None = None
+
+
+class History(Body):
+    limit: int = Field(default=10, ge=1, le=1000)
+    before: dict[str, Any] | str | None = None
+    metadata: dict[str, Any] | None = None
+    checkpoint: dict[str, Any] | None = None
+
+
+class SearchAssistants(Body):
+    graph_id: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    name: str | None = None
+    limit: int = Field(default=10, ge=1, le=1000)
+    offset: int = Field(default=0, ge=0)
+
+
+class CreateRun(Body):
+    """A run: on a thread, or stateless (``POST /runs``)."""
+
+    assistant_id: str
+    input: Any = None
+    command: dict[str, Any] | None = None
+    config: dict[str, Any] = Field(default_factory=dict)
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    stream_mode: StreamMode | list[StreamMode] = "values"
+    stream_subgraphs: bool = False
+    stream_resumable: bool = False  # every runq stream resumes; accepted for the SDKs' sake
+    interrupt_before: list[str] | Literal["*"] | None = None
+    interrupt_after: list[str] | Literal["*"] | None = None
+    multitask_strategy: Strategy = "enqueue"
+    if_not_exists: Literal["create", "reject"] = "reject"
+    on_disconnect: Literal["cancel", "continue"] | None = None
+    after_seconds: float = Field(default=0.0, ge=0, le=365 * 86400)
+    durability: Literal["sync", "async", "exit"] | None = None
+    checkpoint_id: str | None = None
+
+    def modes(self) -> list[str]:
+        return [self.stream_mode] if isinstance(self.stream_mode, str) else list(self.stream_mode)
+
+    def run_input(self) -> dict[str, Any]:
+        """The runq run's input the graph's agent reads (:class:`ServerRunInput`)."""
+        return ServerRunInput(
+            input=self.input,
+            command=self.command,
+            config=self.config,
+            context=self.context,
+            stream_mode=self.modes(),
+            interrupt_before=self.interrupt_before,
+            interrupt_after=self.interrupt_after,
+            assistant_id=self.assistant_id,
+            metadata=self.metadata,
+            multitask_strategy=self.multitask_strategy,
+        ).model_dump(mode="json", exclude_none=True)
+
+
+class CancelRuns(Body):
+    thread_id: uuid.UUID | None = None
+    run_ids: list[uuid.UUID] | None = None
+    status: Literal["pending", "running", "all"] | None = None

@@ -1,0 +1,115 @@
+"""A thread's graph state as LangGraph's server shows it: ``values``, ``next``, ``tasks`` with
+their ``interrupts``, ``checkpoint``, ``metadata`` and ``parent_checkpoint``, read through the
+thread's graph bound to runq's saver."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.agents.langgraph.agent import wire_json
+from app.api.deps import Runtime
+from app.api.problems import ApiProblem
+from app.api.protocols.langgraph.graphs import compiled
+from app.domain import Thread
+
+EMPTY_STATE = {
+    "values": {},
+    "next": [],
+    "tasks": [],
+    "metadata": {},
+    "created_at": None,
+    "checkpoint": None,
+    "parent_checkpoint": None,
+    "interrupts": [],
+}
+
+
+def thread_graph(runtime: Runtime, thread: Thread) -> Any | None:
+    """The graph a thread's runs ran (its ``graph_id`` metadata), or None before any."""
+    graph_id = thread.metadata.get("graph_id")
+    if not isinstance(graph_id, str) or graph_id not in runtime.settings.agent_registry:
+        return None
+    return compiled(runtime, graph_id)
+
+
+def graph_config(thread: Thread, checkpoint: dict[str, Any] | None = None) -> dict[str, Any]:
+    configurable = {"checkpoint_ns": ""} | (checkpoint or {}) | {"thread_id": str(thread.id)}
+    return {"configurable": {k: v for k, v in configurable.items() if v is not None}}
+
+
+def _checkpoint(config: Any) -> dict[str, Any] | None:
+    if not config:
+        return None
+    c = config["configurable"]
+    return {
+        "thread_id": c["thread_id"],
+        "checkpoint_ns": c.get("checkpoint_ns", ""),
+        "checkpoint_id": c.get("checkpoint_id"),
+        "checkpoint_map": c.get("checkpoint_map"),
+    }
+
+
+def state_json(snapshot: Any) -> dict[str, Any]:
+    """One ``StateSnapshot`` as LangGraph's server writes it."""
+    return {
+        "values": wire_json(snapshot.values),
+        "next": list(snapshot.next),
+        "tasks": [
+            {
+                "id": t.id,
+                "name": t.name,
+                "path": wire_json(t.path),
+                "error": None if t.error is None else repr(t.error),
+                "interrupts": wire_json(list(t.interrupts)),
+                "checkpoint": None,
+                "state": None,
+                "result": wire_json(t.result),
+            }
+            for t in snapshot.tasks
+        ],
+        "metadata": wire_json(snapshot.metadata or {}),
+        "created_at": snapshot.created_at,
+        "checkpoint": _checkpoint(snapshot.config),
+        "parent_checkpoint": _checkpoint(snapshot.parent_config),
+        "interrupts": wire_json(list(snapshot.interrupts)),
+    }
+
+
+async def thread_state(
+    runtime: Runtime, thread: Thread, checkpoint: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    graph = thread_graph(runtime, thread)
+    if graph is None:
+        return EMPTY_STATE
+    snapshot = await graph.aget_state(graph_config(thread, checkpoint))
+    if checkpoint and snapshot.config is None:
+        raise ApiProblem(404, "not_found", "no such checkpoint of this thread")
+    return state_json(snapshot) if snapshot.config is not None else EMPTY_STATE
+
+
+async def thread_history(
+    runtime: Runtime, thread: Thread, *, limit: int, before: Any, metadata: Any, checkpoint: Any
+) -> list[dict[str, Any]]:
+    graph = thread_graph(runtime, thread)
+    if graph is None:
+        return []
+    if isinstance(before, str):
+        before = {"checkpoint_id": before}
+    states = graph.aget_state_history(
+        graph_config(thread, checkpoint),
+        limit=limit,
+        before=graph_config(thread, before) if before else None,
+        filter=metadata,
+    )
+    return [state_json(s) async for s in states]
+
+
+async def update_state(
+    runtime: Runtime, thread: Thread, *, values: Any, as_node: str | None, checkpoint: Any
+) -> dict[str, Any]:
+    """Write the thread's state outside a run (the caller checked that none is in flight)."""
+    graph = thread_graph(runtime, thread)
+    if graph is None:
+        raise ApiProblem(400, "no_graph", "the thread has no graph yet: run it first")
+    config = await graph.aupdate_state(graph_config(thread, checkpoint), values, as_node=as_node)
+    return {"checkpoint": _checkpoint(config)}

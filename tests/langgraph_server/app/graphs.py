@@ -1,0 +1,106 @@
+"""The graphs of the LangGraph server conformance suite, served alike by runq and by
+LangGraph's own ``langgraph dev`` (this folder's ``langgraph.json``). They cover the three
+shapes a ``langgraph.json`` entry may have: a compiled graph (``chat``, ``gated``), a
+``StateGraph`` builder (``counter``) and a factory taking a config (``ask``).
+
+The model is ``ChatOpenAI`` pointed at the suite's fake OpenAI server
+(``LANGGRAPH_TEST_MODEL_URL``, on 127.0.0.1); nothing reaches the network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_stream_writer
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.types import interrupt
+from typing_extensions import TypedDict
+
+GATE_POLL_S = 0.05
+GATE_TIMEOUT_S = 60.0
+
+
+async def _model_node(state: MessagesState) -> dict[str, Any]:
+    from langchain_openai import ChatOpenAI
+
+    model = ChatOpenAI(
+        model="fake-model",
+        base_url=os.environ["LANGGRAPH_TEST_MODEL_URL"],
+        api_key="sk-test",  # type: ignore[arg-type]
+        streaming=True,
+        max_retries=0,
+    )
+    return {"messages": [await model.ainvoke(state["messages"])]}
+
+
+_chat = StateGraph(MessagesState)
+_chat.add_node("model", _model_node)
+_chat.add_edge(START, "model")
+_chat.add_edge("model", END)
+chat = _chat.compile()
+
+
+class Counter(TypedDict):
+    count: int
+    steps: Annotated[list[str], operator.add]
+
+
+def _one(state: Counter) -> dict[str, Any]:
+    get_stream_writer()({"at": "one", "count": state.get("count", 0)})
+    return {"count": state.get("count", 0) + 1, "steps": ["one"]}
+
+
+def _two(state: Counter) -> dict[str, Any]:
+    return {"count": state["count"] * 10, "steps": ["two"]}
+
+
+counter_builder = StateGraph(Counter)
+counter_builder.add_node("one", _one)
+counter_builder.add_node("two", _two)
+counter_builder.add_edge(START, "one")
+counter_builder.add_edge("one", "two")
+counter_builder.add_edge("two", END)
+
+
+class Ask(TypedDict):
+    question: str
+    answer: str
+
+
+def _ask(state: Ask) -> dict[str, Any]:
+    return {"answer": interrupt({"question": state["question"]})}
+
+
+def make_ask(config: RunnableConfig) -> Any:
+    """A factory: LangGraph's server calls it with the run's config."""
+    builder = StateGraph(Ask)
+    builder.add_node("ask", _ask)
+    builder.add_edge(START, "ask")
+    builder.add_edge("ask", END)
+    return builder.compile()
+
+
+class Gate(TypedDict):
+    gate: str  # a file; the node ends once it exists
+    passed: bool
+
+
+async def _wait_gate(state: Gate) -> dict[str, Any]:
+    gate = Path(state["gate"])
+    # The test is another process: a file is the one signal both servers' workers can see.
+    async with asyncio.timeout(GATE_TIMEOUT_S):
+        while not gate.exists():  # noqa: ASYNC240 - one stat per poll
+            await asyncio.sleep(GATE_POLL_S)
+    return {"passed": True}
+
+
+_gated = StateGraph(Gate)
+_gated.add_node("wait", _wait_gate)
+_gated.add_edge(START, "wait")
+_gated.add_edge("wait", END)
+gated = _gated.compile()

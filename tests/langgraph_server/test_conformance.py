@@ -1,0 +1,289 @@
+"""LangGraph's server API, once, over the official Python SDK (``langgraph_sdk``): each case
+passes against runq's ``/langgraph`` and against LangGraph's own ``langgraph dev`` (DESIGN §17),
+ids and times aside. Cases marked ``runq_only`` are where runq is stronger and say how."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from langgraph_sdk.client import LangGraphClient
+from langgraph_sdk.errors import ConflictError, NotFoundError
+
+from tests.fakes.openai_server import answer
+from tests.langgraph_server.conftest import Server, runq_only
+from tests.worker_support import wait_until
+
+NAMESPACE = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
+WITHIN_S = 30.0
+
+
+def frames(parts: list[Any]) -> list[tuple[str, Any]]:
+    """A stream as ``(event, data)``, ids and times aside."""
+    return [(p.event, p.data) for p in parts if p.event != "metadata"]
+
+
+async def collect(stream: Any) -> list[Any]:
+    return [part async for part in stream]
+
+
+async def test_each_graph_has_its_default_assistant(lg: LangGraphClient) -> None:
+    found = await lg.assistants.search(limit=100)
+    by_graph = {a["graph_id"]: a for a in found}
+    assert {"chat", "counter", "ask", "gated"} <= set(by_graph)
+    counter = by_graph["counter"]
+    assert counter["assistant_id"] == str(uuid.uuid5(NAMESPACE, "counter"))
+    assert (counter["name"], counter["version"], counter["metadata"]) == (
+        "counter",
+        1,
+        {"created_by": "system"},
+    )
+    assert (await lg.assistants.get(counter["assistant_id"]))["graph_id"] == "counter"
+    assert await lg.assistants.count(graph_id="counter") == 1
+    graph = await lg.assistants.get_graph(counter["assistant_id"])
+    assert {n["id"] for n in graph["nodes"]} >= {"__start__", "one", "two", "__end__"}
+    schemas = await lg.assistants.get_schemas(counter["assistant_id"])
+    assert set(schemas["input_schema"]["properties"]) == {"count", "steps"}
+
+
+async def test_an_unknown_assistant_is_404(lg: LangGraphClient) -> None:
+    with pytest.raises(NotFoundError):
+        await lg.assistants.get(str(uuid.uuid4()))
+
+
+async def test_threads_are_created_read_searched_patched_and_deleted(lg: LangGraphClient) -> None:
+    tag = uuid.uuid4().hex
+    thread = await lg.threads.create(metadata={"tag": tag})
+    assert (thread["status"], thread["metadata"], thread["values"]) == ("idle", {"tag": tag}, None)
+    got = await lg.threads.get(thread["thread_id"])
+    assert got["thread_id"] == thread["thread_id"]
+    found = await lg.threads.search(metadata={"tag": tag})
+    assert [t["thread_id"] for t in found] == [thread["thread_id"]]
+    assert await lg.threads.count(metadata={"tag": tag}) == 1
+    patched = await lg.threads.update(thread["thread_id"], metadata={"more": 1})
+    assert patched["metadata"] == {"tag": tag, "more": 1}
+    await lg.threads.delete(thread["thread_id"])
+    with pytest.raises(NotFoundError):
+        await lg.threads.get(thread["thread_id"])
+
+
+async def test_a_thread_id_the_client_chose(lg: LangGraphClient) -> None:
+    thread_id = str(uuid.uuid4())
+    created = await lg.threads.create(thread_id=thread_id, metadata={"a": 1})
+    assert created["thread_id"] == thread_id
+    with pytest.raises(ConflictError):
+        await lg.threads.create(thread_id=thread_id)
+    again = await lg.threads.create(thread_id=thread_id, if_exists="do_nothing")
+    assert (again["thread_id"], again["metadata"]) == (thread_id, {"a": 1})
+
+
+async def test_a_waited_run_answers_the_final_values(lg: LangGraphClient) -> None:
+    thread = await lg.threads.create()
+    out = await lg.runs.wait(thread["thread_id"], "counter", input={"count": 1})
+    assert out == {"count": 20, "steps": ["one", "two"]}
+    got = await lg.threads.get(thread["thread_id"])
+    assert (got["status"], got["values"]) == ("idle", out)
+    assert got["metadata"]["graph_id"] == "counter"
+    state = await lg.threads.get_state(thread["thread_id"])
+    assert (state["values"], state["next"], state["tasks"]) == (out, [], [])
+    assert state["checkpoint"]["thread_id"] == thread["thread_id"]
+    assert state["parent_checkpoint"] is not None
+    history = await lg.threads.get_history(thread["thread_id"], limit=10)
+    assert history[0]["values"] == out and len(history) == 4  # input, one, two, and the empty start
+
+
+async def test_a_stream_sends_the_modes_asked_for(lg: LangGraphClient) -> None:
+    thread = await lg.threads.create()
+    parts = await collect(
+        lg.runs.stream(
+            thread["thread_id"],
+            "counter",
+            input={"count": 2},
+            stream_mode=["values", "updates", "custom"],
+        )
+    )
+    assert parts[0].event == "metadata" and set(parts[0].data) == {"run_id", "attempt"}
+    assert frames(parts) == [
+        ("values", {"count": 2, "steps": []}),
+        ("custom", {"at": "one", "count": 2}),
+        ("updates", {"one": {"count": 3, "steps": ["one"]}}),
+        ("values", {"count": 3, "steps": ["one"]}),
+        ("updates", {"two": {"count": 30, "steps": ["two"]}}),
+        ("values", {"count": 30, "steps": ["one", "two"]}),
+    ]
+
+
+async def test_model_tokens_stream_as_messages(server: Server, lg: LangGraphClient) -> None:
+    server.model.script(answer("Hello there"))
+    thread = await lg.threads.create()
+    parts = await collect(
+        lg.runs.stream(
+            thread["thread_id"],
+            "chat",
+            input={"messages": [{"role": "user", "content": "hi"}]},
+            stream_mode="messages-tuple",
+        )
+    )
+    messages = [p.data for p in parts if p.event == "messages"]
+    assert "".join(chunk["content"] for chunk, _ in messages) == "Hello there"
+    assert {chunk["type"] for chunk, _ in messages} == {"AIMessageChunk"}
+    assert {meta["langgraph_node"] for _, meta in messages} == {"model"}
+    state = await lg.threads.get_state(thread["thread_id"])
+    assert [m["type"] for m in state["values"]["messages"]] == ["human", "ai"]
+
+
+async def test_an_interrupt_pauses_the_thread_and_a_command_resumes_it(lg: LangGraphClient) -> None:
+    thread = await lg.threads.create()
+    paused = await lg.runs.wait(thread["thread_id"], "ask", input={"question": "name?"})
+    assert paused["question"] == "name?"
+    assert [i["value"] for i in paused["__interrupt__"]] == [{"question": "name?"}]
+    got = await lg.threads.get(thread["thread_id"])
+    assert got["status"] == "interrupted"
+    [(task_id, interrupts)] = got["interrupts"].items()
+    assert [i["value"] for i in interrupts] == [{"question": "name?"}]
+    state = await lg.threads.get_state(thread["thread_id"])
+    assert state["next"] == ["ask"] and state["tasks"][0]["id"] == task_id
+    assert state["tasks"][0]["interrupts"] == interrupts
+    [run] = await lg.runs.list(thread["thread_id"])
+    assert run["status"] == "success"
+    done = await lg.runs.wait(thread["thread_id"], "ask", command={"resume": "Ada"})
+    assert done == {"question": "name?", "answer": "Ada"}
+    assert (await lg.threads.get(thread["thread_id"]))["status"] == "idle"
+
+
+async def test_interrupt_before_pauses_there(lg: LangGraphClient) -> None:
+    thread = await lg.threads.create()
+    out = await lg.runs.wait(
+        thread["thread_id"], "counter", input={"count": 1}, interrupt_before=["two"]
+    )
+    assert out == {"count": 2, "steps": ["one"]}
+    assert (await lg.threads.get(thread["thread_id"]))["status"] == "interrupted"
+    assert (await lg.threads.get_state(thread["thread_id"]))["next"] == ["two"]
+    assert await lg.runs.wait(thread["thread_id"], "counter", input=None) == {
+        "count": 20,
+        "steps": ["one", "two"],
+    }
+
+
+async def test_a_background_run_is_listed_read_and_joined(lg: LangGraphClient) -> None:
+    thread = await lg.threads.create()
+    run = await lg.runs.create(
+        thread["thread_id"], "counter", input={"count": 3}, metadata={"m": 1}
+    )
+    assert run["status"] in ("pending", "running") and run["thread_id"] == thread["thread_id"]
+    assert await lg.runs.join(thread["thread_id"], run["run_id"]) == {
+        "count": 40,
+        "steps": ["one", "two"],
+    }
+    got = await lg.runs.get(thread["thread_id"], run["run_id"])
+    assert (got["status"], got["metadata"]["m"]) == ("success", 1)
+    listed = await lg.runs.list(thread["thread_id"])
+    assert [r["run_id"] for r in listed] == [run["run_id"]]
+
+
+async def _gated_run(lg: LangGraphClient, thread_id: str, gate: Path) -> dict[str, Any]:
+    run = await lg.runs.create(thread_id, "gated", input={"gate": str(gate), "passed": False})
+
+    async def running() -> bool:
+        return (await lg.runs.get(thread_id, run["run_id"]))["status"] == "running"
+
+    await wait_until(running, within=WITHIN_S, what="the gated run running")
+    return run
+
+
+async def test_reject_answers_409_while_the_thread_is_busy(
+    lg: LangGraphClient, tmp_path: Path
+) -> None:
+    thread = await lg.threads.create()
+    gate = tmp_path / "gate"
+    run = await _gated_run(lg, thread["thread_id"], gate)
+    assert (await lg.threads.get(thread["thread_id"]))["status"] == "busy"
+    with pytest.raises(ConflictError):
+        await lg.runs.create(
+            thread["thread_id"], "gated", input={"gate": str(gate)}, multitask_strategy="reject"
+        )
+    gate.touch()
+    assert (await lg.runs.join(thread["thread_id"], run["run_id"]))["passed"] is True
+
+
+async def test_a_cancelled_run_is_interrupted_and_a_finished_one_cannot_be(
+    lg: LangGraphClient, tmp_path: Path
+) -> None:
+    thread = await lg.threads.create()
+    run = await _gated_run(lg, thread["thread_id"], tmp_path / "never")
+    await lg.runs.cancel(thread["thread_id"], run["run_id"], wait=True)
+    assert (await lg.runs.get(thread["thread_id"], run["run_id"]))["status"] == "interrupted"
+    done = await lg.runs.create(thread["thread_id"], "counter", input={"count": 1})
+    await lg.runs.join(thread["thread_id"], done["run_id"])
+    with pytest.raises(NotFoundError):
+        await lg.runs.cancel(thread["thread_id"], done["run_id"])
+
+
+async def test_a_stateless_run(lg: LangGraphClient) -> None:
+    assert await lg.runs.wait(None, "counter", input={"count": 0}) == {
+        "count": 10,
+        "steps": ["one", "two"],
+    }
+
+
+async def test_update_state_then_run_from_it(lg: LangGraphClient) -> None:
+    thread = await lg.threads.create()
+    await lg.runs.wait(thread["thread_id"], "counter", input={"count": 1})
+    await lg.threads.update_state(thread["thread_id"], {"count": 5}, as_node="one")
+    state = await lg.threads.get_state(thread["thread_id"])
+    assert state["values"]["count"] == 5 and state["next"] == ["two"]
+    assert (await lg.runs.wait(thread["thread_id"], "counter", input=None))["count"] == 50
+
+
+async def test_a_stream_resumes_after_any_frame_without_stream_resumable(
+    server: Server, lg: LangGraphClient
+) -> None:
+    runq_only(server, "every frame has an id and any run's stream resumes, with no flag and no TTL")
+    thread = await lg.threads.create()
+    first = await collect(
+        lg.runs.stream(
+            thread["thread_id"], "counter", input={"count": 2}, stream_mode=["values", "updates"]
+        )
+    )
+    ids = [p.id for p in first]
+    assert all(ids) and ids == sorted(ids, key=int) and len(set(ids)) == len(ids)
+    [run] = await lg.runs.list(thread["thread_id"])
+    for cut in range(len(first)):
+        rest = await collect(
+            lg.runs.join_stream(thread["thread_id"], run["run_id"], last_event_id=first[cut].id)
+        )
+        assert [(p.id, p.event, p.data) for p in rest] == [
+            (p.id, p.event, p.data) for p in first[cut + 1 :]
+        ]
+
+
+async def test_a_resumed_stream_is_byte_identical(server: Server, lg: LangGraphClient) -> None:
+    runq_only(server, "frames are a pure function of runq's event log")
+    thread = await lg.threads.create()
+    run = await lg.runs.create(
+        thread["thread_id"], "counter", input={"count": 2}, stream_mode=["values"]
+    )
+    await lg.runs.join(thread["thread_id"], run["run_id"])
+    path = f"/threads/{thread['thread_id']}/runs/{run['run_id']}/stream"
+    async with server.http() as http:
+        whole = (await http.get(path)).content
+        again = (await http.get(path, headers={"Last-Event-ID": "-1"})).content
+    assert whole == again and whole.startswith(b"id: ")
+
+
+async def test_keys_and_tenants(server: Server, lg: LangGraphClient, database_url: str) -> None:
+    runq_only(server, "langgraph dev has no auth; runq takes x-api-key or a bearer key, per tenant")
+    from tests.clients.conftest import new_key
+
+    thread = await lg.threads.create()
+    async with httpx.AsyncClient(base_url=server.url) as http:
+        assert (await http.get(f"/threads/{thread['thread_id']}")).status_code == 401
+        bearer = {"Authorization": f"Bearer {server.key}"}
+        assert (
+            await http.get(f"/threads/{thread['thread_id']}", headers=bearer)
+        ).status_code == 200
+        other = {"x-api-key": new_key(database_url)}
+        assert (await http.get(f"/threads/{thread['thread_id']}", headers=other)).status_code == 404
