@@ -9,7 +9,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8000
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 
-.PHONY: install install-dev node-deps chat-example run test test-integration test-pgbouncer chaos bench bench-smoke scale lint clean
+.PHONY: install install-dev node-deps chat-example run test test-integration test-pgbouncer chaos bench bench-smoke scale lint clean conformance-langgraph
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -86,10 +86,23 @@ scale: install-dev
 	$(BIN)/python -m pip install -q -e '.[embedded,bench]'
 	$(BIN)/python -m bench.scale $(SCALE_ARGS)
 
+# The LangGraph server conformance suite (tests/langgraph_server/, DESIGN §17) against LangGraph's
+# own `langgraph dev`, the reference runq's /langgraph is held to; `make test` runs it against runq.
+# The reference pins its own web stack, so it lives in a venv of its own; the suite's client (the
+# official SDK) runs from runq's. Offline: its graphs call only the suite's fake model server.
+REF_VENV := .venv-langgraph-ref
+$(REF_VENV)/.installed: Makefile
+	$(PYTHON) -m venv $(REF_VENV)
+	$(REF_VENV)/bin/python -m pip install -q 'langgraph-cli[inmem]==0.4.40' 'langchain-openai>=1.7.4,<2'
+	touch $@
+
+conformance-langgraph: install-dev $(REF_VENV)/.installed
+	$(PYTEST) tests/langgraph_server --langgraph-server=reference
+
 lint: install-dev
 	$(BIN)/ruff check app tests clients
 	$(BIN)/mypy app
 	cd clients/python && ../../$(BIN)/mypy --strict
 
 clean:
-	rm -rf $(VENV) .runq *.egg-info examples/chat/node_modules examples/chat/dist
+	rm -rf $(VENV) $(REF_VENV) .runq *.egg-info examples/chat/node_modules examples/chat/dist
