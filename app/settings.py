@@ -195,7 +195,7 @@ class Settings(BaseSettings):
     def agent_registry(self) -> dict[str, str]:
         if self.langgraph_config is None:
             return {**BUILTIN_AGENTS, **self.agents}
-        from app.agents.langgraph.config import graph_agents  # reads only JSON: no LangGraph import
+        from app.agents.langgraph_config import graph_agents  # reads only JSON: no LangGraph import
 
         return {**BUILTIN_AGENTS, **graph_agents(self.langgraph_config), **self.agents}
 

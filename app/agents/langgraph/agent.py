@@ -20,7 +20,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, fields, is_dataclass
+from dataclasses import asdict, is_dataclass
 from typing import Any, ClassVar, Literal
 
 from langchain_core.callbacks import AsyncCallbackHandler
@@ -41,6 +41,7 @@ from app.agents.base import FatalError, RunContext
 from app.agents.chat_input import LangGraphInput
 from app.agents.inputs import parse_input
 from app.agents.langgraph.saver import RunqSaver
+from app.agents.langgraph_wire import wire_json
 from app.queue.graph_checkpoints import Fence
 from app.settings import Settings, get_settings
 
@@ -322,22 +323,6 @@ def _last_ai_text(values: Any) -> str:
 
 def _thread_message(message: Mapping[str, Any]) -> dict[str, Any]:
     return {k: message[k] for k in THREAD_MESSAGE_KEYS if k in message}
-
-
-def wire_json(value: Any) -> Any:
-    """A value as LangGraph's server writes it: messages and models as their fields
-    (``{"type": "ai", "content": ...}``), dataclasses (``Interrupt``) as theirs."""
-    if isinstance(value, BaseModel):
-        return wire_json(value.model_dump())
-    if is_dataclass(value) and not isinstance(value, type):
-        return {f.name: wire_json(getattr(value, f.name)) for f in fields(value)}
-    if isinstance(value, Mapping):
-        return {str(k): wire_json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [wire_json(v) for v in value]
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    return json.loads(json.dumps(value, default=str))
 
 
 def _jsonable(value: Any) -> Any:

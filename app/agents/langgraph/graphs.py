@@ -6,8 +6,8 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-from app.agents.langgraph.config import GraphConfigError, load_graph, read_config
 from app.agents.langgraph.server import ServerGraphAgent
+from app.agents.langgraph_config import GraphConfigError, load_graph, read_config
 
 
 @cache

@@ -9,46 +9,17 @@ gets it bound to runq's fenced saver, whatever checkpointer it was compiled with
 from __future__ import annotations
 
 import inspect
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph, StateGraph
 from langgraph.pregel import Pregel
 from langgraph.types import Command, StateSnapshot
-from pydantic import BaseModel, ConfigDict, Field
 
 from app.agents.base import RunContext
-from app.agents.langgraph.agent import LangGraphAgent, wire_json
+from app.agents.langgraph.agent import LangGraphAgent
 from app.agents.langgraph.saver import RunqSaver
-
-# The stream modes asked for on the wire -> LangGraph's ``astream`` modes.
-STREAM_MODES = {
-    "values": "values",
-    "updates": "updates",
-    "messages-tuple": "messages",
-    "custom": "custom",
-    "debug": "debug",
-    "tasks": "tasks",
-    "checkpoints": "checkpoints",
-}
-
-
-class ServerRunInput(BaseModel):
-    """What a ``/langgraph`` run route stores as the run's input."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    input: Any = None
-    command: dict[str, Any] | None = None
-    config: dict[str, Any] = Field(default_factory=dict)
-    context: dict[str, Any] | None = None
-    stream_mode: list[str] = Field(default_factory=lambda: ["values"])
-    interrupt_before: list[str] | Literal["*"] | None = None
-    interrupt_after: list[str] | Literal["*"] | None = None
-    # What the /langgraph routes show of the run; the graph does not read them.
-    assistant_id: str | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    multitask_strategy: str | None = None
+from app.agents.langgraph_wire import STREAM_MODES, ServerRunInput, wire_json
 
 
 class ServerGraphAgent(LangGraphAgent):

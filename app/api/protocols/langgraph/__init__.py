@@ -7,8 +7,14 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from app.api.problems import problems
 from app.api.protocols.langgraph import assistants, runs, threads
 
-router = APIRouter(prefix="/langgraph", tags=["langgraph"])
+# Every route answers LangGraph's status codes with runq's problem body (DESIGN §17).
+router = APIRouter(
+    prefix="/langgraph",
+    tags=["langgraph"],
+    responses=problems(400, 401, 403, 404, 409, 413, 422, 429, 503),
+)
 for _resource in (assistants, threads, runs):
     router.include_router(_resource.router)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from app.agents.langgraph.config import GRAPHS_MODULE
+from app.agents.langgraph_config import GRAPHS_MODULE
 from app.agents.registry import load_agent
 from app.api.deps import Runtime
 from app.api.problems import ApiProblem

@@ -16,7 +16,7 @@ from app.api.protocols.langgraph.frames import encode_frames
 from app.api.protocols.langgraph.graphs import assistant
 from app.api.protocols.langgraph.schemas import CreateRun
 from app.api.protocols.langgraph.status import rolled_back, run_status
-from app.api.runs import new_run
+from app.api.runs import SSE_MEDIA_TYPE, new_run
 from app.api.schemas import CreateRun as RunqRun
 from app.api.stream import SEND_TIMEOUT_S, follow_pages
 from app.api.webhooks import UrlGuard
@@ -131,6 +131,15 @@ def final_values(run: Run) -> Any:
     if interrupts and isinstance(values, dict):
         return values | {"__interrupt__": interrupts}
     return values
+
+
+# The OpenAPI answer of a route that streams LangGraph's frames.
+SSE_ANSWER: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "LangGraph's SSE frames (`id: <seq>`, `event: <mode>`, `data: <json>`)",
+        "content": {SSE_MEDIA_TYPE: {"schema": {"type": "string"}}},
+    }
+}
 
 
 def stream_response(

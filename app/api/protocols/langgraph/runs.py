@@ -13,6 +13,7 @@ from app.api.deps import RuntimeDep
 from app.api.params import parse_id
 from app.api.protocols.langgraph.auth import Canceller, Reader, Runner, Tenant
 from app.api.protocols.langgraph.run_ops import (
+    SSE_ANSWER,
     create_run,
     final_values,
     finished,
@@ -49,7 +50,7 @@ async def create_thread_run(
     return JSONResponse(run_json(run), headers={"Content-Location": run_path(run)})
 
 
-@router.post("/threads/{thread_id}/runs/stream")
+@router.post("/threads/{thread_id}/runs/stream", responses=SSE_ANSWER)
 async def stream_thread_run(
     caller: Runner,
     runtime: RuntimeDep,
@@ -83,7 +84,7 @@ async def create_stateless_run(
     return run_json(await create_run(caller, runtime, guard, request, body, None))
 
 
-@router.post("/runs/stream")
+@router.post("/runs/stream", responses=SSE_ANSWER)
 async def stream_stateless_run(
     caller: Tenant, runtime: RuntimeDep, guard: UrlGuardDep, request: Request, body: CreateRun
 ) -> Response:
@@ -140,7 +141,7 @@ async def join_run(caller: Reader, runtime: RuntimeDep, thread_id: str, run_id: 
     return final_values(await finished(runtime, run))
 
 
-@router.get("/threads/{thread_id}/runs/{run_id}/stream")
+@router.get("/threads/{thread_id}/runs/{run_id}/stream", responses=SSE_ANSWER)
 async def join_stream(
     caller: Reader,
     runtime: RuntimeDep,

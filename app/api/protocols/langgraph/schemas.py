@@ -9,7 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.agents.langgraph.server import ServerRunInput
+from app.agents.langgraph_wire import ServerRunInput
+from app.api.schemas import StoredObject, StoredText, StoredValue
 
 StreamMode = Literal[
     "values",
@@ -31,17 +32,17 @@ class Body(BaseModel):
 
 class CreateThread(Body):
     thread_id: uuid.UUID | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: StoredObject = Field(default_factory=dict)
     if_exists: Literal["raise", "do_nothing"] = "raise"
 
 
 class PatchThread(Body):
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: StoredObject = Field(default_factory=dict)
 
 
 class SearchThreads(Body):
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    values: dict[str, Any] | None = None
+    metadata: StoredObject = Field(default_factory=dict)
+    values: StoredObject | None = None
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
     limit: int = Field(default=10, ge=1, le=1000)
     offset: int = Field(default=0, ge=0)
@@ -50,29 +51,29 @@ class SearchThreads(Body):
 
 
 class CountThreads(Body):
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    values: dict[str, Any] | None = None
+    metadata: StoredObject = Field(default_factory=dict)
+    values: StoredObject | None = None
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
 
 
 class UpdateState(Body):
-    values: Any = None
-    as_node: str | None = None
-    checkpoint_id: str | None = None
-    checkpoint: dict[str, Any] | None = None
+    values: StoredValue = None
+    as_node: StoredText | None = None
+    checkpoint_id: StoredText | None = None
+    checkpoint: StoredObject | None = None
 
 
 class History(Body):
     limit: int = Field(default=10, ge=1, le=1000)
-    before: dict[str, Any] | str | None = None
-    metadata: dict[str, Any] | None = None
-    checkpoint: dict[str, Any] | None = None
+    before: StoredObject | StoredText | None = None
+    metadata: StoredObject | None = None
+    checkpoint: StoredObject | None = None
 
 
 class SearchAssistants(Body):
-    graph_id: str | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    name: str | None = None
+    graph_id: StoredText | None = None
+    metadata: StoredObject = Field(default_factory=dict)
+    name: StoredText | None = None
     limit: int = Field(default=10, ge=1, le=1000)
     offset: int = Field(default=0, ge=0)
 
@@ -80,23 +81,23 @@ class SearchAssistants(Body):
 class CreateRun(Body):
     """A run: on a thread, or stateless (``POST /runs``)."""
 
-    assistant_id: str
-    input: Any = None
-    command: dict[str, Any] | None = None
-    config: dict[str, Any] = Field(default_factory=dict)
-    context: dict[str, Any] | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    assistant_id: StoredText
+    input: StoredValue = None
+    command: StoredObject | None = None
+    config: StoredObject = Field(default_factory=dict)
+    context: StoredObject | None = None
+    metadata: StoredObject = Field(default_factory=dict)
     stream_mode: StreamMode | list[StreamMode] = "values"
     stream_subgraphs: bool = False
     stream_resumable: bool = False  # every runq stream resumes; accepted for the SDKs' sake
-    interrupt_before: list[str] | Literal["*"] | None = None
-    interrupt_after: list[str] | Literal["*"] | None = None
+    interrupt_before: list[StoredText] | Literal["*"] | None = None
+    interrupt_after: list[StoredText] | Literal["*"] | None = None
     multitask_strategy: Strategy = "enqueue"
     if_not_exists: Literal["create", "reject"] = "reject"
     on_disconnect: Literal["cancel", "continue"] | None = None
     after_seconds: float = Field(default=0.0, ge=0, le=365 * 86400)
     durability: Literal["sync", "async", "exit"] | None = None
-    checkpoint_id: str | None = None
+    checkpoint_id: StoredText | None = None
 
     def modes(self) -> list[str]:
         return [self.stream_mode] if isinstance(self.stream_mode, str) else list(self.stream_mode)

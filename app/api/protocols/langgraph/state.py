@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.agents.langgraph.agent import wire_json
+from app.agents.langgraph_wire import wire_json
 from app.api.deps import Runtime
 from app.api.problems import ApiProblem
 from app.api.protocols.langgraph.graphs import compiled
