@@ -37,12 +37,11 @@ async def create_run(
     """A runq run of the assistant's graph, in the thread (after its multitask strategy dealt
     with the runs in flight: the thread-token scope check is runq's own) or on its own."""
     graph_id = assistant(runtime, body.assistant_id).graph_id
-    runq_body = RunqRun(
-        agent=graph_id,
-        input=body.run_input(),
-        delay_s=body.after_seconds,
-        on_disconnect=body.on_disconnect or "continue",
-    )
+    # Only the fields the request set, so a thread token's refusals (``delay_s``) see what it asked.
+    fields: dict[str, Any] = {"delay_s": body.after_seconds} if body.after_seconds else {}
+    if body.on_disconnect is not None:
+        fields["on_disconnect"] = body.on_disconnect
+    runq_body = RunqRun(agent=graph_id, input=body.run_input(), **fields)
     runq_body = caller.run_body(runq_body)
     new = await new_run(
         runq_body,
