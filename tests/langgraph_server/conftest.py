@@ -20,7 +20,7 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
-from tests.api_support import ROOT, ApiProcess, free_port
+from tests.api_support import ROOT, ApiProcess, free_port, stop_process
 from tests.clients.conftest import new_key
 from tests.fakes.openai_server import FakeOpenAI
 
@@ -58,7 +58,7 @@ class Worker:
         self.proc = self._start()
 
     def stop(self) -> None:
-        _stop(self.proc)
+        stop_process(self.proc)
 
 
 @dataclass(frozen=True)
@@ -103,15 +103,6 @@ def _wait_ok(url: str, proc: subprocess.Popen[bytes]) -> None:
             pass
         time.sleep(0.2)
     raise TimeoutError(f"{url} not ready within {START_S}s")
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 @pytest.fixture(scope="package")
@@ -166,7 +157,7 @@ def reference_server(server_env: dict[str, str], model: FakeOpenAI) -> Iterator[
         _wait_ok(f"http://127.0.0.1:{port}/ok", proc)
         yield Server("reference", f"http://127.0.0.1:{port}", None, model)
     finally:
-        _stop(proc)
+        stop_process(proc)
 
 
 @pytest.fixture(scope="package")
