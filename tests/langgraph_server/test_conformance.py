@@ -355,3 +355,11 @@ async def test_a_run_survives_its_worker_killed_mid_stream(
         "passed": True,
     }
     assert (await lg.runs.get(thread["thread_id"], run["run_id"]))["status"] == "success"
+
+
+async def test_deleting_a_busy_thread_cancels_its_run(lg: LangGraphClient, tmp_path: Path) -> None:
+    thread = await lg.threads.create()
+    await _gated_run(lg, thread["thread_id"], tmp_path / "never")
+    await lg.threads.delete(thread["thread_id"])
+    with pytest.raises(NotFoundError):
+        await lg.threads.get(thread["thread_id"])

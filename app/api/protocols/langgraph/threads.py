@@ -13,6 +13,7 @@ from app.api.deps import Runtime, RuntimeDep
 from app.api.params import parse_id
 from app.api.problems import ApiProblem
 from app.api.protocols.langgraph.auth import Reader, Runner, Tenant
+from app.api.protocols.langgraph.run_ops import finished
 from app.api.protocols.langgraph.schemas import (
     CheckpointId,
     ThreadCountRequest,
@@ -26,7 +27,7 @@ from app.api.protocols.langgraph.schemas import (
 from app.api.protocols.langgraph.state import thread_history, thread_state, update_state
 from app.api.protocols.langgraph.status import last_values, paused, thread_status
 from app.domain import Run, Thread
-from app.errors import RunNotFound, ThreadBusy
+from app.errors import RunFinished, RunNotFound, ThreadBusy
 from app.queue.graph_checkpoints import GraphCheckpoints
 
 router = APIRouter()
@@ -128,11 +129,34 @@ async def patch_thread(
     "/threads/{thread_id}", status_code=status.HTTP_204_NO_CONTENT, response_class=Response
 )
 async def delete_thread(caller: Tenant, runtime: RuntimeDep, thread_id: ThreadId) -> Response:
-    """The thread, its runs and its graph's checkpoints."""
+    """The thread, its runs and its graph's checkpoints; a busy thread's runs are cancelled
+    first, as the reference does (runq's own ``DELETE /threads/{id}`` answers 409 instead)."""
     thread = await caller.thread()
-    await runtime.queue.delete_thread(thread.id, tenant_id=caller.tenant_id)
+    try:
+        await runtime.queue.delete_thread(thread.id, tenant_id=caller.tenant_id)
+    except ThreadBusy:
+        await _stop_runs(runtime, thread)
+        await runtime.queue.delete_thread(
+            thread.id, tenant_id=caller.tenant_id
+        )  # 409 if one came since
     await GraphCheckpoints(runtime.engine).delete_threads([str(thread.id)])
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+async def _stop_runs(runtime: Runtime, thread: Thread) -> None:
+    """Cancel the thread's runs in flight and wait for each to end (a leased one ends in its
+    worker, which writes its last events first)."""
+    found = await runtime.queue.list_thread_runs(thread.id, tenant_id=thread.tenant_id, limit=1000)
+    for _, run in found:
+        if run.is_terminal:
+            continue
+        try:
+            stopping = await runtime.queue.request_cancel(
+                run.id, tenant_id=thread.tenant_id, reason="interrupted"
+            )
+        except RunFinished:
+            continue
+        await finished(runtime, stopping)
 
 
 @router.post("/threads/{thread_id}/copy")
