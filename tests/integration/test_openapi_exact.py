@@ -87,6 +87,8 @@ BUSINESS_RULES = {
     # LangGraph's API (docs/langgraph-server.md): update_state needs the thread's graph, which a
     # thread has once a run of it named one (this server serves no graph), as the reference says.
     ("positive_data_acceptance", "POST /langgraph/threads/{thread_id}/state", "no_graph"),
+    # A bulk cancel names its runs or a status: an empty body names nothing.
+    ("positive_data_acceptance", "POST /langgraph/runs/cancel", "validation_error"),
     # The AI SDK's chat (docs/frontends.md): the last of the client's UIMessages must be a user
     # message with text, or an approval response naming a waiting run of the chat; a regenerate
     # or `reject` meets a busy chat; the prompt becomes history and has a size limit.
