@@ -389,3 +389,20 @@ async def test_cancel_many_by_run_ids(lg: LangGraphClient, tmp_path: Path) -> No
     got = await lg.runs.join(thread["thread_id"], run["run_id"])
     assert got is not None
     assert (await lg.runs.get(thread["thread_id"], run["run_id"]))["status"] == "interrupted"
+
+
+async def test_where_a_run_can_be_found_again(server: Server) -> None:
+    async with server.http() as http:
+        thread_id = (await http.post("/threads", json={})).json()["thread_id"]
+        body = {"assistant_id": "counter", "input": {"count": 1}}
+        created = await http.post(f"/threads/{thread_id}/runs", json=body)
+        run = f"/threads/{thread_id}/runs/{created.json()['run_id']}"
+        assert (created.status_code, created.headers["content-location"]) == (200, run)
+        waited = await http.post(f"/threads/{thread_id}/runs/wait", json=body)
+        assert waited.headers["location"] == waited.headers["content-location"] + "/join"
+        assert waited.headers["content-location"].startswith(f"/threads/{thread_id}/runs/")
+        async with http.stream("POST", "/runs/stream", json=body) as streamed:
+            assert streamed.headers["location"] == streamed.headers["content-location"] + "/stream"
+            await streamed.aread()
+        refused = await http.post(f"/threads/{thread_id}/runs", json={"assistant_id": "nope"})
+        assert refused.status_code == 422
