@@ -33,7 +33,7 @@ async def collect(stream: Any) -> list[Any]:
 async def test_each_graph_has_its_default_assistant(lg: LangGraphClient) -> None:
     found = await lg.assistants.search(limit=100)
     by_graph = {a["graph_id"]: a for a in found}
-    assert {"chat", "counter", "ask", "gated"} <= set(by_graph)
+    assert {"chat", "counter", "ask", "gated", "nested"} <= set(by_graph)
     counter = by_graph["counter"]
     assert counter["assistant_id"] == str(uuid.uuid5(NAMESPACE, "counter"))
     assert (counter["name"], counter["version"], counter["metadata"]) == (
@@ -406,3 +406,23 @@ async def test_where_a_run_can_be_found_again(server: Server) -> None:
             await streamed.aread()
         refused = await http.post(f"/threads/{thread_id}/runs", json={"assistant_id": "nope"})
         assert refused.status_code == 422
+
+
+async def test_subgraphs_stream_under_their_namespace(lg: LangGraphClient) -> None:
+    thread = await lg.threads.create()
+    parts = await collect(
+        lg.runs.stream(
+            thread["thread_id"],
+            "nested",
+            input={"path": []},
+            stream_mode="updates",
+            stream_subgraphs=True,
+        )
+    )
+    # a namespace is "<node>:<task id>"; task ids differ between servers
+    named = [(p.event.split(":")[0], p.data) for p in parts if p.event != "metadata"]
+    assert named == [
+        ("updates|child", {"inner": {"path": ["inner"]}}),
+        ("updates", {"child": {"path": ["inner"]}}),
+        ("updates", {"after": {"path": ["after"]}}),
+    ]

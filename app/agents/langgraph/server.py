@@ -57,6 +57,7 @@ class ServerGraphAgent(LangGraphAgent):
             "durability": body.durability or self.durability,
             "interrupt_before": body.interrupt_before,
             "interrupt_after": body.interrupt_after,
+            "subgraphs": body.stream_subgraphs,
         }
         if body.context is not None:
             options["context"] = body.context
