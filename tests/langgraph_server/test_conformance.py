@@ -33,7 +33,7 @@ async def collect(stream: Any) -> list[Any]:
 async def test_each_graph_has_its_default_assistant(lg: LangGraphClient) -> None:
     found = await lg.assistants.search(limit=100)
     by_graph = {a["graph_id"]: a for a in found}
-    assert {"chat", "counter", "ask", "gated", "nested"} <= set(by_graph)
+    assert {"chat", "counter", "ask", "gated", "nested", "boom"} <= set(by_graph)
     counter = by_graph["counter"]
     assert counter["assistant_id"] == str(uuid.uuid5(NAMESPACE, "counter"))
     assert (counter["name"], counter["version"], counter["metadata"]) == (
@@ -426,3 +426,19 @@ async def test_subgraphs_stream_under_their_namespace(lg: LangGraphClient) -> No
         ("updates", {"child": {"path": ["inner"]}}),
         ("updates", {"after": {"path": ["after"]}}),
     ]
+
+
+async def test_a_graph_that_raises_fails_its_run_and_thread(lg: LangGraphClient) -> None:
+    thread = await lg.threads.create()
+    parts = await collect(
+        lg.runs.stream(thread["thread_id"], "boom", input={"path": []}, stream_mode="updates")
+    )
+    assert (parts[-1].event, parts[-1].data) == (
+        "error",
+        {"error": "ValueError", "message": "boom"},
+    )
+    [run] = await lg.runs.list(thread["thread_id"])
+    assert run["status"] == "error"
+    assert (await lg.threads.get(thread["thread_id"]))["status"] == "error"
+    waited = await lg.runs.wait(thread["thread_id"], "boom", input={"path": []}, raise_error=False)
+    assert waited == {"__error__": {"error": "ValueError", "message": "boom"}}

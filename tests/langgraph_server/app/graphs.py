@@ -122,3 +122,14 @@ _nested.add_edge(START, "child")
 _nested.add_edge("child", "after")
 _nested.add_edge("after", END)
 nested = _nested.compile()
+
+
+def _boom(state: Nested) -> dict[str, Any]:
+    raise ValueError("boom")
+
+
+_boom_graph = StateGraph(Nested)
+_boom_graph.add_node("boom", _boom)
+_boom_graph.add_edge(START, "boom")
+_boom_graph.add_edge("boom", END)
+boom = _boom_graph.compile()
