@@ -9,8 +9,8 @@ from alembic import context
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from app.db.engine import async_url
 from app.db.schema import EVENT_PARTITION, metadata
+from app.db.url import async_url
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logger", True):

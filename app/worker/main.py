@@ -12,7 +12,8 @@ from prometheus_client import start_http_server
 
 from app import heap, tracing
 from app.agents.model_client import close_shared_clients
-from app.db.engine import asyncpg_dsn, worker_engines
+from app.db.engine import worker_engines
+from app.db.url import asyncpg_dsn
 from app.domain import WorkerInfo
 from app.guards.redact import Redactor
 from app.logs import configure_logging, log_context
