@@ -44,9 +44,9 @@ def test_runs_started_twice() -> None:
 
 
 def test_the_table_has_a_column_per_round() -> None:
+    streams = {"followed": 3, "resumed": 2, "with_gap_or_repeat": 0}
     rounds = {
-        "kill": {"takeover_s": 10.2, "acknowledged_but_lost": [], "streams": {"followed": 3, "resumed": 2,
-                 "with_gap_or_repeat": 0}},  # fmt: skip
+        "kill": {"takeover_s": 10.2, "acknowledged_but_lost": [], "streams": streams},
         "switchover": {"takeover_s": None},
     }
     lines = figures.table(rounds).splitlines()
