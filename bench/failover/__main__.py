@@ -1,6 +1,7 @@
-"""``python -m bench.failover``: install Debian's Patroni and etcd if missing, start the pair and
-runq on its host list, run the rounds (the primary SIGKILLed, then a planned switchover), and
-write bench/results/failover.json and its table (as root: apt-get, and PostgreSQL runs as
+"""``python -m bench.failover``: install Debian's Patroni and etcd if missing, start the pair,
+run runq on its host list and then behind a proxy that follows the leader, each through the
+rounds (the primary SIGKILLed, then a planned switchover), and write
+bench/results/failover.json and its table (as root: apt-get, and PostgreSQL runs as
 ``postgres``)."""
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import sys
 from typing import Any
 
 from bench.failover import figures
-from bench.failover.patroni import install, pair
-from bench.failover.run import Fault, one_round, prepare, runq
+from bench.failover.patroni import Pair, install, pair
+from bench.failover.proxy import leader_proxy
+from bench.failover.run import Fault, Runq, one_round, prepare, runq
 from bench.procs import ROOT
 
 RESULTS = ROOT / "bench" / "results" / "failover.json"
@@ -27,10 +29,18 @@ async def measure() -> dict[str, Any]:
         url = await prepare(p)
         out["url"] = url
         async with runq(url) as r:
-            for fault in ROUNDS:
-                out["rounds"][fault] = await one_round(p, r, fault)
-                print(json.dumps(out["rounds"][fault]), file=sys.stderr, flush=True)
+            await rounds(p, r, "host list", out["rounds"])
+        # The second variant: one address, a proxy in front that follows Patroni's leader.
+        async with leader_proxy(p.leader) as port, runq(f"postgresql://postgres@127.0.0.1:{port}/runq") as r:
+            await rounds(p, r, "proxy", out["rounds"])
     return out
+
+
+async def rounds(p: Pair, r: Runq, variant: str, into: dict[str, Any]) -> None:
+    for fault in ROUNDS:
+        name = f"{variant}: {fault}"
+        into[name] = await one_round(p, r, fault)
+        print(json.dumps({name: into[name]}), file=sys.stderr, flush=True)
 
 
 def main() -> int:

@@ -18,6 +18,7 @@ class Stream:
 
     run_id: str
     seen: list[tuple[int, str]] = field(default_factory=list)  # (seq, type) in arrival order
+    arrivals: list[float] = field(default_factory=list)  # time.time() of each, in the same order
     connections: int = 0
 
     @property
@@ -70,6 +71,19 @@ def seen_but_lost(streams: Iterable[Stream], stored: Mapping[str, Mapping[int, s
     )
 
 
+def in_flight_back(streams: Iterable[Stream], *, fault_at: float, writable_at: float | None) -> dict[str, object]:
+    """The followed runs in flight at the fault (an event before it, their end after it), and
+    the longest a follower of one waited, once writes were accepted, for its next event."""
+    waits = []
+    for s in streams:
+        if not s.arrivals or s.arrivals[0] >= fault_at or (s.finished and s.arrivals[-1] < fault_at):
+            continue
+        after = [t for t in s.arrivals if writable_at is not None and t >= writable_at]
+        waits.append(round(after[0] - writable_at, 2) if after and writable_at is not None else None)
+    known = [w for w in waits if w is not None]
+    return {"runs": len(waits), "max_s": max(known) if len(known) == len(waits) and known else None}
+
+
 def started_twice(starts: Mapping[str, int]) -> list[str]:
     """Runs with more than one ``run.started``: a claim made again (at-least-once did its job,
     but a failover shorter than the lease should cause none)."""
@@ -92,6 +106,7 @@ def table(rounds: Mapping[str, Mapping[str, object]]) -> str:
         ("writes accepted again (s after the fault)", "writable_s"),
         ("creates back (s after writes accepted)", "creates_back_after_writable_s"),
         ("/readyz back (s after writes accepted)", "readyz_back_after_writable_s"),
+        ("runs in flight: next event (s after writes accepted, slowest)", "in_flight"),
         ("creates acknowledged", "acknowledged"),
         ("acknowledged but lost", "acknowledged_but_lost"),
         ("events seen by followers but lost", "seen_but_lost"),
@@ -108,6 +123,8 @@ def table(rounds: Mapping[str, Mapping[str, object]]) -> str:
 
 
 def _cell(value: object) -> str:
+    if isinstance(value, Mapping) and "max_s" in value:
+        return f"{_cell(value['max_s'])} ({value['runs']} runs)"
     if isinstance(value, Mapping):
         return f"{value['followed']} / {value['resumed']} / {value['with_gap_or_repeat']}"
     if isinstance(value, list):

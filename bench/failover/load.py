@@ -108,6 +108,7 @@ async def _read_frames(response: httpx.Response, stream: Stream) -> None:
             kind = line[6:].strip()
         elif line == "" and seq is not None:
             stream.seen.append((seq, kind))
+            stream.arrivals.append(time.time())
             seq = None
             if kind in TERMINAL:
                 return

@@ -128,6 +128,7 @@ async def _figures(url: str, load: Load, timeline: figures.Timeline) -> dict[str
     finally:
         await conn.close()
     return figures.recovery(timeline) | {
+        "in_flight": figures.in_flight_back(load.streams, fault_at=timeline.fault_at, writable_at=timeline.writable_at),
         "acknowledged": len(ids),
         "acknowledged_but_lost": figures.acknowledged_but_lost(ids, stored),
         "seen_but_lost": figures.seen_but_lost(load.streams, events),

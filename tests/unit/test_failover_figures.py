@@ -39,6 +39,17 @@ def test_a_resumed_stream_is_gapless_only_with_every_seq_once_in_order() -> None
     assert summary == {"followed": 2, "finished": 1, "resumed": 1, "with_gap_or_repeat": 1}
 
 
+def test_runs_in_flight_are_those_followed_across_the_fault() -> None:
+    before = Stream("a", [(1, "run.queued"), (2, "run.completed")], arrivals=[1.0, 2.0])  # done before
+    across = Stream("b", [(1, "run.queued"), (2, "tool.call"), (3, "run.completed")], arrivals=[9.0, 21.5, 22.0])
+    slow = Stream("c", [(1, "run.queued"), (2, "run.completed")], arrivals=[9.5, 23.0])
+    after = Stream("d", [(1, "run.queued")], arrivals=[25.0])  # created after the fault
+    found = figures.in_flight_back([before, across, slow, after], fault_at=10.0, writable_at=20.0)
+    assert found == {"runs": 2, "max_s": 3.0}
+    stuck = Stream("e", [(1, "run.queued")], arrivals=[9.0])  # nothing since: no figure to give
+    assert figures.in_flight_back([across, stuck], fault_at=10.0, writable_at=20.0) == {"runs": 2, "max_s": None}
+
+
 def test_runs_started_twice() -> None:
     assert figures.started_twice({"a": 1, "b": 2, "c": 3}) == ["b", "c"]
 
