@@ -72,11 +72,13 @@ def seen_but_lost(streams: Iterable[Stream], stored: Mapping[str, Mapping[int, s
 
 
 def in_flight_back(streams: Iterable[Stream], *, fault_at: float, writable_at: float | None) -> dict[str, object]:
-    """The followed runs in flight at the fault (an event before it, their end after it), and
-    the longest a follower of one waited, once writes were accepted, for its next event."""
+    """The followed runs still in flight once writes were accepted again (an event before the
+    fault, none of their end before writes were back), and the longest a follower of one
+    waited, from then, for its next event."""
+    back_at = writable_at if writable_at is not None else fault_at
     waits = []
     for s in streams:
-        if not s.arrivals or s.arrivals[0] >= fault_at or (s.finished and s.arrivals[-1] < fault_at):
+        if not s.arrivals or s.arrivals[0] >= fault_at or (s.finished and s.arrivals[-1] < back_at):
             continue
         after = [t for t in s.arrivals if writable_at is not None and t >= writable_at]
         waits.append(round(after[0] - writable_at, 2) if after and writable_at is not None else None)

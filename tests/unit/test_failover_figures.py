@@ -44,7 +44,9 @@ def test_runs_in_flight_are_those_followed_across_the_fault() -> None:
     across = Stream("b", [(1, "run.queued"), (2, "tool.call"), (3, "run.completed")], arrivals=[9.0, 21.5, 22.0])
     slow = Stream("c", [(1, "run.queued"), (2, "run.completed")], arrivals=[9.5, 23.0])
     after = Stream("d", [(1, "run.queued")], arrivals=[25.0])  # created after the fault
-    found = figures.in_flight_back([before, across, slow, after], fault_at=10.0, writable_at=20.0)
+    # ended before writes were back: its last events were stored before the fault
+    ended = Stream("f", [(1, "run.queued"), (2, "run.completed")], arrivals=[9.0, 12.0])
+    found = figures.in_flight_back([before, across, slow, after, ended], fault_at=10.0, writable_at=20.0)
     assert found == {"runs": 2, "max_s": 3.0}
     stuck = Stream("e", [(1, "run.queued")], arrivals=[9.0])  # nothing since: no figure to give
     assert figures.in_flight_back([across, stuck], fault_at=10.0, writable_at=20.0) == {"runs": 2, "max_s": None}
