@@ -88,8 +88,9 @@ scale: install-dev
 
 # Losing the primary (docs/operations.md "Losing the primary"): a Patroni pair (Debian's patroni
 # and etcd-server, installed here when missing) behind runq's host list, two APIs, two workers,
-# keyed creates and SSE followers; the primary SIGKILLed, then a planned switchover. As root;
-# not part of `make test`. About 3 minutes; figures in bench/results/failover.json.
+# keyed creates and SSE followers; the primary SIGKILLed, then a planned switchover, on the host
+# list and then behind a proxy that follows the leader. As root; not part of `make test`.
+# About 5 minutes; figures in bench/results/failover.json.
 failover: install-dev
 	$(BIN)/python -m bench.failover
 

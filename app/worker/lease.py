@@ -107,9 +107,9 @@ class Heartbeat:
         queue = Queue(engine, lease_s=self._lease_s)
         try:
             # The first beat at once, so a worker is listed before its first claim. After a
-            # failed one the next comes sooner (backing off up to the interval): a failover
-            # shorter than the lease then costs no run its lease.
-            backoff = Backoff(max_s=self._interval_s)
+            # failed one the next comes sooner (backing off to 2 s at most): a failover shorter
+            # than the lease then costs no run its lease.
+            backoff = Backoff()
             wait_s = 0.0
             while not self._stopped.wait(wait_s):
                 if loop.run_until_complete(self._beat(queue)):

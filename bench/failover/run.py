@@ -16,6 +16,7 @@ import httpx
 
 from app.api.keys import create_key
 from app.db.migrate import upgrade
+from app.db.url import asyncpg_dsn
 from bench.failover import figures
 from bench.failover.load import Load
 from bench.failover.patroni import Node, Pair
@@ -105,8 +106,6 @@ async def one_round(pair: Pair, r: Runq, fault: Fault) -> dict[str, Any]:
 
 
 async def _figures(url: str, load: Load, timeline: figures.Timeline) -> dict[str, Any]:
-    from app.db.url import asyncpg_dsn
-
     conn = await asyncpg.connect(asyncpg_dsn(url))
     try:
         ids = list(load.acknowledged)
