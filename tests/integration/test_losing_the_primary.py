@@ -12,7 +12,7 @@ import asyncio
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 
 import asyncpg
@@ -139,17 +139,21 @@ async def test_no_primary_is_a_503_and_runq_is_back_within_seconds(
         await keys.dispose()
 
 
-async def _status_is(run_of: object, run_id: str, status: str) -> bool:
-    return (await run_of(run_id))["status"] == status  # type: ignore[operator,no-any-return]
+Create = Callable[..., Awaitable[httpx.Response]]
+RunOf = Callable[[str], Awaitable[dict[str, object]]]
 
 
-async def _refused(create: object) -> httpx.Response | None:
-    response: httpx.Response = await create(steps=0)  # type: ignore[operator]
+async def _status_is(run_of: RunOf, run_id: str, status: str) -> bool:
+    return (await run_of(run_id))["status"] == status
+
+
+async def _refused(create: Create) -> httpx.Response | None:
+    response = await create(steps=0)
     return response if response.status_code == 503 else None
 
 
-async def _created(create: object) -> dict[str, object] | None:
-    response: httpx.Response = await create(steps=0)  # type: ignore[operator]
+async def _created(create: Create) -> dict[str, object] | None:
+    response = await create(steps=0)
     return response.json() if response.status_code == 201 else None  # type: ignore[no-any-return]
 
 
