@@ -90,9 +90,10 @@ scale: install-dev
 # and etcd-server, installed here when missing) behind runq's host list, two APIs, two workers,
 # keyed creates and SSE followers; the primary SIGKILLed, then a planned switchover, on the host
 # list and then behind a proxy that follows the leader. As root; not part of `make test`.
-# About 5 minutes; figures in bench/results/failover.json.
+# About 5 minutes; figures in bench/results/failover.json. FAILOVER_ARGS=--asynchronous: the
+# host-list rounds on an asynchronous standby (bench/results/failover-asynchronous.json).
 failover: install-dev
-	$(BIN)/python -m bench.failover
+	$(BIN)/python -m bench.failover $(FAILOVER_ARGS)
 
 lint: install-dev
 	$(BIN)/ruff check app tests clients

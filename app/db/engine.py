@@ -24,6 +24,7 @@ from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import AsyncAdaptedQueuePool, ConnectionPoolEntry
 
+from app.db.connect import connect
 from app.db.errors import database_down
 from app.db.url import async_url
 from app.errors import DatabaseUnavailable
@@ -65,7 +66,7 @@ def create_engine(
     server_settings = {"application_name": application_name}
     if generic_plans:
         server_settings["plan_cache_mode"] = "force_generic_plan"
-    connect_args: dict[str, Any] = {"server_settings": server_settings}
+    connect_args: dict[str, Any] = {"server_settings": server_settings, "async_creator_fn": connect}
     if not prepared_statements:
         connect_args |= POOLER_SAFE
     engine = create_async_engine(

@@ -65,8 +65,13 @@ def database_down(exc: BaseException) -> bool:
     """Whether ``exc`` means PostgreSQL cannot be reached now (retry later), not a bad statement."""
     if isinstance(exc, (DatabaseUnavailable, *CONNECTION_ERRORS)):
         return True
-    if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:
-        return True
+    if isinstance(exc, sa_exc.DBAPIError):
+        if exc.connection_invalidated:
+            return True
+        # The dialect wraps what asyncpg raised while connecting (no host of the list a
+        # primary, say) in a generic error; asyncpg's own is its cause.
+        if isinstance(exc.orig, Exception) and isinstance(exc.orig.__cause__, CONNECTION_ERRORS):
+            return True
     return _sqlstate(exc).startswith(_UNAVAILABLE_SQLSTATES)
 
 

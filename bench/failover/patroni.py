@@ -104,6 +104,7 @@ class Pair:
 
     def __init__(self, root: Path, *, synchronous: bool = True) -> None:
         self.root = root
+        self.synchronous = synchronous
         self.etcd = f"127.0.0.1:{free_port()}"
         self.nodes = [
             Node(name, free_port(), free_port(), root / name, root / f"{name}.yml") for name in ("pg1", "pg2")
@@ -143,13 +144,14 @@ class Pair:
                     return node
         return None
 
-    def sync_standby(self) -> Node | None:
-        """The node Patroni lists as the synchronous standby, streaming."""
+    def standby(self) -> Node | None:
+        """The node Patroni lists as the (synchronous, when so configured) standby, running."""
+        role = "sync_standby" if self.synchronous else "replica"
         for node in self.nodes:
             with contextlib.suppress(OSError, ValueError):
                 with urllib.request.urlopen(f"http://127.0.0.1:{node.rest_port}/cluster", timeout=1) as answer:
                     members = json.load(answer)["members"]
-                names = {m["name"] for m in members if m.get("role") == "sync_standby" and m.get("state") in ("running", "streaming")}
+                names = {m["name"] for m in members if m.get("role") == role and m.get("state") in ("running", "streaming")}
                 return next((n for n in self.nodes if n.name in names), None)
         return None
 

@@ -43,8 +43,8 @@ class Runq:
 
 async def prepare(pair: Pair) -> str:
     """The ``runq`` database on the leader, migrated through the host list; runq's URL."""
-    await wait_for(lambda: _true(pair.leader() is not None and pair.sync_standby() is not None),
-                   timeout_s=120, what="a leader and its synchronous standby", every_s=0.5)  # fmt: skip
+    await wait_for(lambda: _true(pair.leader() is not None and pair.standby() is not None),
+                   timeout_s=120, what="a leader and its standby", every_s=0.5)  # fmt: skip
     leader = pair.leader()
     assert leader is not None
     conn = await asyncpg.connect(_direct(leader, "postgres"))
@@ -52,6 +52,9 @@ async def prepare(pair: Pair) -> str:
         await conn.execute(f"CREATE DATABASE {DATABASE}")
     finally:
         await conn.close()
+    # asyncpg tries the next host only when one cannot be reached: a standby that has not yet
+    # replayed the CREATE DATABASE refuses the session, so wait until every node has it.
+    await wait_for(lambda: _everywhere(pair, DATABASE), timeout_s=60, what="the database on both nodes")
     url = f"postgresql://postgres@{pair.hosts}/{DATABASE}?target_session_attrs=read-write"
     await asyncio.to_thread(upgrade, url)
     conn = await asyncpg.connect(_direct(leader, DATABASE))
@@ -141,6 +144,16 @@ async def _figures(url: str, load: Load, timeline: figures.Timeline) -> dict[str
 
 def _direct(node: Node, database: str) -> str:
     return f"postgresql://postgres@127.0.0.1:{node.pg_port}/{database}"
+
+
+async def _everywhere(pair: Pair, database: str) -> bool:
+    for node in pair.nodes:
+        try:
+            conn = await asyncpg.connect(_direct(node, database))
+        except (OSError, asyncpg.PostgresError):
+            return False
+        await conn.close()
+    return True
 
 
 async def _writable(node: Node) -> bool:

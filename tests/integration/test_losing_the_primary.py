@@ -9,11 +9,12 @@ address), and terminating runq's sessions forces them onto it, as a failover doe
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 
 import asyncpg
 import httpx
@@ -21,6 +22,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
+from app.db.connect import CONNECT_TIMEOUT_S, connect
 from app.db.engine import create_engine
 from app.db.migrate import upgrade
 from app.db.url import asyncpg_dsn, parse_url
@@ -64,6 +66,34 @@ async def test_every_connection_tries_the_whole_list(throwaway: str) -> None:
     listen = await asyncpg.connect(asyncpg_dsn(url))  # the LISTEN session's way in
     await listen.close()
     await asyncio.to_thread(upgrade, url)  # migrations (already at head: nothing to apply)
+
+
+@contextmanager
+def silent_host() -> Iterator[int]:
+    """A port that takes the TCP handshake and then says nothing (a machine gone without a
+    word looks the same: no refusal, only a wait)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(8)  # never accepted, never answered
+        yield int(sock.getsockname()[1])
+
+
+async def test_a_silent_host_costs_its_own_timeout_not_the_whole_list(throwaway: str) -> None:
+    parsed = parse_url(throwaway)
+    (server,) = parsed.hosts
+    with silent_host() as port:
+        url = f"postgresql://{parsed.user}@127.0.0.1:{port},{server.host}:{server.port}/{parsed.database}"
+        started = time.monotonic()
+        listen = await connect(asyncpg_dsn(url), per_host_timeout_s=0.5)
+        await listen.close()
+        engine = create_engine(url, pool_size=1)
+        try:
+            async with engine.connect() as conn:
+                assert await conn.scalar(text("SELECT 1")) == 1
+        finally:
+            await engine.dispose()
+    # The LISTEN session's 0.5 s and the pool's CONNECT_TIMEOUT_S, not asyncpg's 60 s each.
+    assert time.monotonic() - started < 0.5 + CONNECT_TIMEOUT_S + 2
 
 
 @asynccontextmanager
