@@ -9,7 +9,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8000
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 
-.PHONY: install install-dev node-deps chat-example run test test-integration test-pgbouncer chaos bench bench-smoke scale lint clean
+.PHONY: install install-dev node-deps chat-example run test test-integration test-pgbouncer chaos bench bench-smoke scale failover lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -85,6 +85,15 @@ bench-smoke: install-dev
 scale: install-dev
 	$(BIN)/python -m pip install -q -e '.[embedded,bench]'
 	$(BIN)/python -m bench.scale $(SCALE_ARGS)
+
+# Losing the primary (docs/operations.md "Losing the primary"): a Patroni pair (Debian's patroni
+# and etcd-server, installed here when missing) behind runq's host list, two APIs, two workers,
+# keyed creates and SSE followers; the primary SIGKILLed, then a planned switchover, on the host
+# list and then behind a proxy that follows the leader. As root; not part of `make test`.
+# About 5 minutes; figures in bench/results/failover.json. FAILOVER_ARGS=--asynchronous: the
+# host-list rounds on an asynchronous standby (bench/results/failover-asynchronous.json).
+failover: install-dev
+	$(BIN)/python -m bench.failover $(FAILOVER_ARGS)
 
 lint: install-dev
 	$(BIN)/ruff check app tests clients

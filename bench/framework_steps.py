@@ -38,7 +38,8 @@ from typing import Any
 import asyncpg
 from sqlalchemy import text
 
-from app.db.engine import asyncpg_dsn, create_engine
+from app.db.engine import create_engine
+from app.db.url import asyncpg_dsn
 from app.devmodel.wire import Answer, Chunks, ToolCall
 from app.domain import Status
 from app.queue import NewRun, Queue
