@@ -26,6 +26,7 @@ ENQUEUE_MANY = statement("enqueue_many")
 GET_BY_IDEMPOTENCY_KEY = statement("get_by_idempotency_key")
 GET_RUN = statement("get_run")
 LIST_RUNS = statement("list_runs")
+DELETE_FINISHED_RUN = statement("delete_finished_run")
 REQUEST_CANCEL = statement("request_cancel")
 # Statistics that already count a bulk enqueue's runs when it commits. Without them the planner
 # takes the claim's pending set for a row or two and reads and sorts the whole backlog on every
@@ -192,6 +193,13 @@ class Runs(Store):
         if row is None:
             raise RunNotFound(str(run_id))
         return Run.from_row(row), row._mapping["idempotency_key"]
+
+    async def delete_finished_run(self, run_id: uuid.UUID, *, tenant_id: str) -> bool:
+        """Delete a finished run of the tenant with its records and events; False when it is
+        still in flight (or none)."""
+        async with self._statement() as conn:
+            row = (await conn.execute(DELETE_FINISHED_RUN, {"run_id": run_id, "tenant_id": tenant_id})).first()
+        return row is not None
 
     async def list_runs(
         self,

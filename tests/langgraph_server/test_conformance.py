@@ -481,3 +481,17 @@ async def test_messages_mode_sends_each_message_so_far(server: Server, lg: LangG
     contents = [p.data[0]["content"] for p in parts[2:]]
     assert contents[-1] == "Hello there" and contents == sorted(contents, key=len)
     assert {(p.data[0]["type"], p.data[0]["id"]) for p in parts[2:]} == {("ai", message_id)}
+
+
+async def test_a_finished_run_is_deleted(lg: LangGraphClient) -> None:
+    thread = await lg.threads.create()
+    run = await lg.runs.create(thread["thread_id"], "counter", input={"count": 1})
+    await lg.runs.join(thread["thread_id"], run["run_id"])
+    await lg.runs.delete(thread["thread_id"], run["run_id"])
+    with pytest.raises(NotFoundError):
+        await lg.runs.get(thread["thread_id"], run["run_id"])
+    assert await lg.runs.list(thread["thread_id"]) == []
+    state = await lg.threads.get_state(thread["thread_id"])
+    assert (state["values"], state["checkpoint"]) == ({}, None), (
+        state
+    )  # its checkpoints went with it

@@ -78,6 +78,26 @@ SELECT * FROM agent_runs
 SELECT * FROM agent_runs
  WHERE id = :run_id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id);
 
+-- name: delete_finished_run
+-- A finished run of the tenant, deleted (LangGraph's DELETE of a run, §17): its records go by
+-- cascade, its events by trigger, and the LangGraph checkpoints it wrote with it, as LangGraph's
+-- server deletes them (its thread's messages stay). No row while it is in flight, or none.
+WITH run AS (
+    DELETE FROM agent_runs
+     WHERE id = :run_id AND tenant_id = :tenant_id AND status IN ('done', 'dead', 'cancelled')
+    RETURNING id, COALESCE(thread_id, id) AS graph_thread  -- a run of no thread is its own
+), graph_gone AS (
+    DELETE FROM langgraph_checkpoints c
+     USING run
+     WHERE c.thread_id = CAST(run.graph_thread AS text) AND c.run_id = run.id
+    RETURNING c.thread_id, c.checkpoint_ns, c.checkpoint_id
+), graph_writes_gone AS (
+    DELETE FROM langgraph_checkpoint_writes x
+     USING graph_gone g
+     WHERE x.thread_id = g.thread_id AND x.checkpoint_ns = g.checkpoint_ns AND x.checkpoint_id = g.checkpoint_id
+)
+SELECT id FROM run;
+
 -- name: list_runs
 -- Newest first, one page after the cursor. The list indexes leave leased runs out (so a claim
 -- adds no entry to them, docs/schema.md): the page merges the other runs' page, an ordered walk

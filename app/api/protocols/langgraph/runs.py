@@ -155,6 +155,25 @@ async def join_run(caller: Reader, runtime: RuntimeDep, thread_id: ThreadId, run
     return final_values(await finished(runtime, run))
 
 
+@router.delete(
+    f"/threads/{{thread_id}}/runs/{RUN_ID}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    responses={204: {"description": "Deleted"}},
+)
+async def delete_run(
+    caller: Tenant, runtime: RuntimeDep, thread_id: ThreadId, run_id: RunId
+) -> Response:
+    """A finished run, with its events and the graph checkpoints it wrote (as the reference);
+    409 ``run_in_flight`` while it is not finished (cancel it first). Its messages stay."""
+    run = await visible_run(caller, caller.thread_id(), parse_id(run_id, "run"))
+    if not await runtime.queue.delete_finished_run(run.id, tenant_id=caller.tenant_id):
+        raise ApiProblem(
+            409, "run_in_flight", "the run is still in flight: cancel it, then delete it"
+        )
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
 @router.get(f"/runs/{RUN_ID}/stream", responses=SSE_ANSWER)
 async def join_stateless_stream(
     caller: Tenant, runtime: RuntimeDep, run_id: RunId, last_event_id: LastEventId = None

@@ -91,9 +91,11 @@ async def thread_state(
     if graph is None:
         return EMPTY_STATE
     snapshot = await graph.aget_state(graph_config(thread, checkpoint))
-    if checkpoint and snapshot.config is None:
+    # With no checkpoint LangGraph answers the config it was given, without a checkpoint id.
+    found = bool(snapshot.config and snapshot.config["configurable"].get("checkpoint_id"))
+    if checkpoint and not found:
         raise ApiProblem(404, "not_found", "no such checkpoint of this thread")
-    return state_json(snapshot) if snapshot.config is not None else EMPTY_STATE
+    return state_json(snapshot) if found else EMPTY_STATE
 
 
 async def thread_history(

@@ -140,7 +140,7 @@ async def patch_thread(
     "/threads/{thread_id}", status_code=status.HTTP_204_NO_CONTENT, response_class=Response
 )
 async def delete_thread(caller: Tenant, runtime: RuntimeDep, thread_id: ThreadId) -> Response:
-    """The thread, its runs and its graph's checkpoints; a busy thread's runs are cancelled
+    """The thread, its runs and its graph's checkpoints (runq's delete); a busy thread's runs are cancelled
     first, as the reference does (runq's own ``DELETE /threads/{id}`` answers 409 instead)."""
     thread = await caller.thread()
     try:
@@ -150,7 +150,6 @@ async def delete_thread(caller: Tenant, runtime: RuntimeDep, thread_id: ThreadId
         await runtime.queue.delete_thread(
             thread.id, tenant_id=caller.tenant_id
         )  # 409 if one came since
-    await GraphCheckpoints(runtime.engine).delete_threads([str(thread.id)])
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
