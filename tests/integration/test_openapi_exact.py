@@ -100,6 +100,9 @@ BUSINESS_RULES = {
                            ("POST", "/history"), ("GET", "/runs"), ("POST", "/runs"), ("POST", "/runs/stream"),
                            ("POST", "/runs/wait"), ("GET", "/runs/{run_id}"), ("GET", "/runs/{run_id}/join"),
                            ("GET", "/runs/{run_id}/stream"), ("POST", "/runs/{run_id}/cancel"))),
+    # Last-Event-ID is a seq of runq's event log (or -1), as on GET /runs/{run_id}/events.
+    ("positive_data_acceptance", "GET /langgraph/threads/{thread_id}/runs/{run_id}/stream", "invalid_cursor"),
+    ("positive_data_acceptance", "GET /langgraph/runs/{run_id}/stream", "invalid_cursor"),
     # A bulk cancel names its runs or a status: an empty body names nothing.
     ("positive_data_acceptance", "POST /langgraph/runs/cancel", "validation_error"),
     # The AI SDK's chat (docs/frontends.md): the last of the client's UIMessages must be a user
