@@ -42,6 +42,7 @@ from app.agents.chat_input import LangGraphInput
 from app.agents.inputs import parse_input
 from app.agents.langgraph.saver import RunqSaver
 from app.agents.langgraph_wire import wire_json
+from app.agents.langgraph.store import RunqStore
 from app.queue.graph_checkpoints import Fence
 from app.settings import Settings, get_settings
 
@@ -81,7 +82,9 @@ class LangGraphAgent:
             keep=self.settings.langgraph_keep_checkpoints,
             fence=Fence(ctx.lease.run_id, ctx.lease.lease_id),
         )
-        graph = self.compiled(saver, ctx)
+        # runq's store for every kind of graph (a builder, a compiled graph, a factory's)
+        store = RunqStore(ctx.lease.engine, tenant_id=ctx.tenant_id)
+        graph = self.compiled(saver, ctx).copy(update={"store": store})
         saved = ctx.resume_state if isinstance(ctx.resume_state, dict) else {}
         progress = _Progress(
             base=int(saved.get("base", 0)),
