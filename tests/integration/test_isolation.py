@@ -47,7 +47,13 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
         "threadId": "{thread_id}", "runId": "bob-run", "messages": [],
         "resume": [{"interruptId": str(uuid.UUID(int=0)), "status": "resolved", "payload": True}],
     },
+    # A's item is in ("notes",) under "k": to B those name B's own (none), never A's.
+    ("PUT", "/langgraph/store/items"): {"namespace": ["notes"], "key": "b", "value": {"who": "bob"}},
+    ("DELETE", "/langgraph/store/items"): {"namespace": ["notes"], "key": "k"},
+    ("POST", "/langgraph/store/items/search"): {"namespace_prefix": ["notes"]},
+    ("POST", "/langgraph/store/namespaces"): {},
 }
+QUERIES = {("GET", "/langgraph/store/items"): {"namespace": "notes", "key": "k"}}
 # A chat id names a chat of the caller's own tenant (none yet: empty, 204), never A's.
 REFUSED = {("POST", "/ai-sdk/chat"): 422}
 ANSWERS_TO_B = {("POST", "/ag-ui/{agent}"): (409, "not_waiting")}
@@ -101,7 +107,8 @@ async def call(
     body = json.loads(json.dumps(BODIES.get((method, path))).replace("{thread_id}", thread_id))
     return await client.request(
         method, fill(path, run_id, schedule_id, thread_id), headers=JSON | headers,
-        json=body if method in ("POST", "PUT", "PATCH") else None,
+        json=body if method in ("POST", "PUT", "PATCH", "DELETE") and body is not None else None,
+        params=QUERIES.get((method, path)),
     )  # fmt: skip
 
 
@@ -122,6 +129,8 @@ async def test_every_route_keeps_tenants_apart(app: FastAPI, client: httpx.Async
     schedule = await client.post("/schedules", json={"agent": "demo", "every_s": 60, "input": {"prompt": MARK}}, headers=alice)
     schedule_id = schedule.json()["id"]
     thread_id = (await client.post("/threads", json={"metadata": {"mark": MARK}}, headers=alice)).json()["id"]
+    item = {"namespace": ["notes"], "key": "k", "value": {"mark": MARK}}
+    assert (await client.put("/langgraph/store/items", json=item, headers=alice)).status_code == 204
     routes = endpoints(app)
     assert ("GET", "/runs/{run_id}") in routes and ("POST", "/admin/runs/{run_id}/requeue") in routes
 
@@ -163,6 +172,8 @@ async def test_every_route_keeps_tenants_apart(app: FastAPI, client: httpx.Async
     assert (await client.get(f"/schedules/{schedule_id}", headers=alice)).json()["paused"] is False
     thread = (await client.get(f"/threads/{thread_id}", headers=alice)).json()
     assert (thread["status"], thread["last_run_id"]) == ("idle", None)
+    kept = await client.get("/langgraph/store/items", params={"namespace": "notes", "key": "k"}, headers=alice)
+    assert kept.json()["value"] == {"mark": MARK}
 
 
 def _tampered(token: str, rng: random.Random) -> str:

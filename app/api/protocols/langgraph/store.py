@@ -104,7 +104,7 @@ class NamespacesOut(BaseModel):
 
 
 @router.put("/store/items", status_code=status.HTTP_204_NO_CONTENT, response_class=Response,
-            responses=problems(401, 403, 413, 422, 503))  # fmt: skip
+            responses=problems(400, 401, 403, 413, 422, 503))  # fmt: skip
 async def put_item(body: PutItem, principal: Tenant, runtime: RuntimeDep) -> Response:
     """Store or replace an item of the tenant; ``ttl`` in minutes."""
     await runtime.queue.put_store_item(
@@ -113,7 +113,7 @@ async def put_item(body: PutItem, principal: Tenant, runtime: RuntimeDep) -> Res
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.get("/store/items", response_model=ItemOut | None, responses=problems(401, 403, 422, 503))
+@router.get("/store/items", response_model=ItemOut | None, responses=problems(400, 401, 403, 422, 503))
 async def get_item(
     principal: Tenant,
     runtime: RuntimeDep,
@@ -130,14 +130,14 @@ async def get_item(
 
 
 @router.delete("/store/items", status_code=status.HTTP_204_NO_CONTENT, response_class=Response,
-               responses=problems(401, 403, 413, 422, 503))  # fmt: skip
+               responses=problems(400, 401, 403, 413, 422, 503))  # fmt: skip
 async def delete_item(body: DeleteItem, principal: Tenant, runtime: RuntimeDep) -> Response:
     """Delete an item of the tenant (``204`` whether or not it was there)."""
     await runtime.queue.delete_store_item(tenant_id=principal.tenant_id, namespace=body.namespace, key=body.key)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.post("/store/items/search", response_model=SearchOut, responses=problems(401, 403, 413, 422, 503))
+@router.post("/store/items/search", response_model=SearchOut, responses=problems(400, 401, 403, 413, 422, 503))
 async def search_items(body: SearchItems, principal: Tenant, runtime: RuntimeDep) -> SearchOut:
     """The tenant's items under a namespace prefix meeting the filter, most recently changed first."""
     try:
@@ -154,7 +154,7 @@ async def search_items(body: SearchItems, principal: Tenant, runtime: RuntimeDep
     return SearchOut(items=[SearchItemOut.of(item) for item in found])
 
 
-@router.post("/store/namespaces", response_model=NamespacesOut, responses=problems(401, 403, 413, 422, 503))
+@router.post("/store/namespaces", response_model=NamespacesOut, responses=problems(400, 401, 403, 413, 422, 503))
 async def list_namespaces(body: ListNamespaces, principal: Tenant, runtime: RuntimeDep) -> NamespacesOut:
     """The namespaces of the tenant's items matching ``prefix`` / ``suffix`` (``*``: any label),
     cut to ``max_depth`` labels."""
