@@ -37,7 +37,9 @@ CREATE_SCHEDULE = statement("create_schedule")
 GET_SCHEDULE = statement("get_schedule")
 LOCK_SCHEDULE = statement("lock_schedule")
 LIST_SCHEDULES = statement("list_schedules")
-SET_SCHEDULE_PAUSED = statement("set_schedule_paused")
+UPDATE_SCHEDULE = statement("update_schedule")
+SEARCH_SCHEDULES = statement("search_schedules")
+COUNT_SCHEDULES = statement("count_schedules")
 DELETE_SCHEDULE = statement("delete_schedule")
 DUE_SCHEDULES = statement("due_schedules")
 FIRE_SCHEDULES = statement("fire_schedules")
@@ -166,6 +168,20 @@ class Schedules(Store):
         self, schedule_id: uuid.UUID, *, tenant_id: str | None, paused: bool
     ) -> Schedule:
         """Pause, or resume from the first slot after now: the slots a pause skipped never run."""
+        return await self.update_schedule(schedule_id, tenant_id=tenant_id, paused=paused)
+
+    async def update_schedule(
+        self,
+        schedule_id: uuid.UUID,
+        *,
+        tenant_id: str | None,
+        paused: bool | None = None,
+        timing: Timing | None = None,
+        input: Mapping[str, Any] | None = None,
+        webhook: Mapping[str, Any] | None = None,
+    ) -> Schedule:
+        """Change what is given (``None``: unchanged). A new timing starts from its first slot
+        after now, as a resume does; :class:`ScheduleNotFound` for another tenant's."""
         async with self._tx() as conn:
             row = (
                 await conn.execute(LOCK_SCHEDULE, {"id": schedule_id, "tenant_id": tenant_id})
@@ -173,13 +189,62 @@ class Schedules(Store):
             if row is None:
                 raise ScheduleNotFound(str(schedule_id))
             schedule = schedule_from_row(row)
+            new_timing = timing or timing_of(schedule)
             next_run_at = schedule.next_run_at
-            if schedule.paused and not paused:
-                next_run_at = timing_of(schedule).first_after(
-                    row.db_now, anchor=schedule.next_run_at
-                )
-            params = {"id": schedule_id, "paused": paused, "next_run_at": next_run_at}
-            return schedule_from_row((await conn.execute(SET_SCHEDULE_PAUSED, params)).one())
+            if timing is not None:
+                next_run_at = timing.first_after(row.db_now)
+            elif schedule.paused and paused is False:
+                next_run_at = new_timing.first_after(row.db_now, anchor=schedule.next_run_at)
+            webhook = schedule.webhook if webhook is None else webhook
+            params = {
+                "id": schedule_id,
+                "cron": new_timing.cron,
+                "every_s": new_timing.every_s,
+                "timezone": new_timing.timezone,
+                "input": dumps(schedule.input if input is None else input),
+                "webhook": None if webhook is None else dumps(webhook),
+                "paused": schedule.paused if paused is None else paused,
+                "next_run_at": next_run_at,
+            }
+            return schedule_from_row((await conn.execute(UPDATE_SCHEDULE, params)).one())
+
+    async def search_schedules(
+        self,
+        *,
+        tenant_id: str | None,
+        agents: Sequence[str] | None = None,
+        thread_id: uuid.UUID | None = None,
+        paused: bool | None = None,
+        input_contains: Mapping[str, Any] | None = None,
+        sort_by: str = "created_at",
+        descending: bool = True,
+        limit: int = 10,
+        offset: int = 0,
+    ) -> list[Schedule]:
+        """One page of the schedules matching every filter given, ordered by ``sort_by``
+        (``created_at``, ``updated_at``, ``next_run_at``)."""
+        params = _matching(tenant_id, agents, thread_id, paused, input_contains) | {
+            "sort_by": sort_by,
+            "descending": descending,
+            "limit": limit,
+            "offset": offset,
+        }
+        async with self._statement() as conn:
+            rows = (await conn.execute(SEARCH_SCHEDULES, params)).all()
+        return [schedule_from_row(r) for r in rows]
+
+    async def count_schedules(
+        self,
+        *,
+        tenant_id: str | None,
+        agents: Sequence[str] | None = None,
+        thread_id: uuid.UUID | None = None,
+        paused: bool | None = None,
+        input_contains: Mapping[str, Any] | None = None,
+    ) -> int:
+        params = _matching(tenant_id, agents, thread_id, paused, input_contains)
+        async with self._statement() as conn:
+            return int((await conn.execute(COUNT_SCHEDULES, params)).scalar_one())
 
     async def delete_schedule(self, schedule_id: uuid.UUID, *, tenant_id: str | None) -> None:
         async with self._statement() as conn:
@@ -235,6 +300,23 @@ class Schedules(Store):
         async with self._statement() as conn:
             due_in = (await conn.execute(NEXT_SCHEDULE_DUE_IN)).scalar()
         return None if due_in is None else float(due_in)
+
+
+def _matching(
+    tenant_id: str | None,
+    agents: Sequence[str] | None,
+    thread_id: uuid.UUID | None,
+    paused: bool | None,
+    input_contains: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The filters of ``schedules_matching``."""
+    return {
+        "tenant_id": tenant_id,
+        "agents": None if agents is None else list(agents),
+        "thread_id": thread_id,
+        "paused": paused,
+        "input_contains": dumps(input_contains or {}),
+    }
 
 
 async def _park(conn: AsyncConnection, faults: Mapping[uuid.UUID, str]) -> None:

@@ -40,12 +40,43 @@ SELECT * FROM schedules
  WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
    ${part:page_after_cursor};
 
--- name: set_schedule_paused
--- Pause, or resume from the first slot after now (a paused period is not made up for).
+-- name: update_schedule
+-- A locked schedule's new timing, run input, webhook and pause, due at :next_run_at (set by the
+-- caller: the first slot after now when the timing changed or a pause ended, else unchanged).
 UPDATE schedules
-   SET paused = :paused, next_run_at = :next_run_at, updated_at = now()
+   SET cron = :cron, every_s = :every_s, timezone = :timezone, input_json = CAST(:input AS jsonb),
+       webhook = CAST(:webhook AS jsonb), paused = :paused, next_run_at = :next_run_at, updated_at = now()
  WHERE id = :id
 RETURNING *;
+
+-- part: schedules_matching
+-- The tenant's schedules matching each filter given (null: any): :agents, the agents their
+-- runs may be of; :input_contains, a JSON object their run input contains ('{}': any).
+(CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+ AND (CAST(:agents AS text[]) IS NULL OR agent = ANY(CAST(:agents AS text[])))
+ AND (CAST(:thread_id AS uuid) IS NULL OR thread_id = CAST(:thread_id AS uuid))
+ AND (CAST(:paused AS boolean) IS NULL OR paused = CAST(:paused AS boolean))
+ AND input_json @> CAST(:input_contains AS jsonb)
+
+-- name: search_schedules
+-- One page of the schedules matching, ordered by :sort_by (created_at | updated_at |
+-- next_run_at), descending or not, then by id.
+SELECT * FROM schedules
+ WHERE ${part:schedules_matching}
+ ORDER BY CASE WHEN CAST(:descending AS boolean) THEN
+               CASE :sort_by WHEN 'updated_at' THEN updated_at WHEN 'next_run_at' THEN next_run_at
+                             ELSE created_at END
+          END DESC,
+          CASE WHEN NOT CAST(:descending AS boolean) THEN
+               CASE :sort_by WHEN 'updated_at' THEN updated_at WHEN 'next_run_at' THEN next_run_at
+                             ELSE created_at END
+          END,
+          id
+ LIMIT :limit OFFSET :offset;
+
+-- name: count_schedules
+-- How many schedules match.
+SELECT count(*) FROM schedules WHERE ${part:schedules_matching};
 
 -- name: delete_schedule
 -- Delete a schedule of the tenant; the runs it made stay (their schedule_id dangles on purpose).

@@ -10,7 +10,6 @@ import httpx
 import pytest
 from fastapi import FastAPI
 from langgraph_sdk._async.client import LangGraphClient
-from langgraph_sdk.errors import APIStatusError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.agents.langgraph import RunqStore

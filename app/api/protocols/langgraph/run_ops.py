@@ -14,7 +14,7 @@ from app.api.auth import Caller
 from app.api.deps import Runtime
 from app.api.protocols.langgraph.frames import encode_frames
 from app.api.protocols.langgraph.graphs import assistant
-from app.api.protocols.langgraph.schemas import CreateRun
+from app.api.protocols.langgraph.schemas import CreateRun, runq_webhook
 from app.api.protocols.langgraph.status import rolled_back, run_status
 from app.api.runs import SSE_MEDIA_TYPE, new_run
 from app.api.schemas import CreateRun as RunqRun
@@ -37,12 +37,17 @@ async def create_run(
     """A runq run of the assistant's graph, in the thread (after its multitask strategy dealt
     with the runs in flight: the thread-token scope check is runq's own) or on its own."""
     graph_id = assistant(runtime, body.assistant_id).graph_id
-    runq_body = RunqRun(
-        agent=graph_id,
-        input=body.run_input(),
-        delay_s=body.after_seconds,
-        on_disconnect=body.on_disconnect or "continue",
-    )
+    fields: dict[str, Any] = {
+        "agent": graph_id,
+        "input": body.run_input(),
+        "on_disconnect": body.on_disconnect or "continue",
+    }
+    # Only the fields the request set: a thread token may set neither a delay nor a webhook.
+    if body.after_seconds:
+        fields["delay_s"] = body.after_seconds
+    if body.webhook is not None:
+        fields["webhook"] = runq_webhook(body.webhook)
+    runq_body = RunqRun(**fields)
     runq_body = caller.run_body(runq_body)
     new = await new_run(
         runq_body,

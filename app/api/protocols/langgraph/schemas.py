@@ -5,12 +5,12 @@ does; a field of the wrong type is a 422."""
 from __future__ import annotations
 
 import uuid
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.agents.langgraph_wire import ServerRunInput
-from app.api.schemas import StoredObject, StoredText, StoredValue
+from app.api.schemas import StoredObject, StoredText, StoredValue, Webhook
 
 StreamMode = Literal[
     "values",
@@ -24,6 +24,13 @@ StreamMode = Literal[
     "checkpoints",
 ]
 Strategy = Literal["reject", "interrupt", "rollback", "enqueue"]
+WebhookUrl = Annotated[str, Field(min_length=1, max_length=2048)]
+
+
+def runq_webhook(url: str | None) -> Webhook | None:
+    """LangGraph's ``webhook`` (a URL told when a run ends) as runq's §10 webhook: signed,
+    delivered at least once from the outbox, on the run's ending events."""
+    return None if url is None else Webhook(url=url)
 
 
 class Body(BaseModel):
@@ -98,6 +105,7 @@ class CreateRun(Body):
     after_seconds: float = Field(default=0.0, ge=0, le=365 * 86400)
     durability: Literal["sync", "async", "exit"] | None = None
     checkpoint_id: StoredText | None = None
+    webhook: WebhookUrl | None = None
 
     def modes(self) -> list[str]:
         return [self.stream_mode] if isinstance(self.stream_mode, str) else list(self.stream_mode)

@@ -22,6 +22,7 @@ router = APIRouter(tags=["langgraph"])
 
 # A label has no period: the GET route joins a namespace with them, as both SDKs do.
 Label = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^.\x00]+$")]
+JOINED = r"^[^.\x00]+(\.[^.\x00]+)*$"  # a namespace in a query string
 Namespace = Annotated[list[Label], Field(min_length=1, max_length=20)]
 NamespacePattern = Annotated[list[Label], Field(max_length=20)]  # ``*`` matches any one label
 Key = Annotated[str, Field(min_length=1, max_length=1000, pattern=NO_NUL)]
@@ -117,8 +118,7 @@ async def put_item(body: PutItem, principal: Tenant, runtime: RuntimeDep) -> Res
 async def get_item(
     principal: Tenant,
     runtime: RuntimeDep,
-    namespace: Annotated[str, Query(min_length=1, max_length=4000, pattern=r"^[^.\x00]+(\.[^.\x00]+)*$",
-                                    description="the labels joined by periods")],  # fmt: skip
+    namespace: Annotated[str, Query(min_length=1, max_length=4000, pattern=JOINED, description="labels joined by periods")],
     key: Annotated[str, Query(min_length=1, max_length=1000, pattern=NO_NUL)],
     refresh_ttl: bool | None = None,
 ) -> ItemOut | None:
