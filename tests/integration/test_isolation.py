@@ -26,6 +26,7 @@ from app.api.tokens import issue_token
 from app.main import create_app
 from app.settings import Settings
 from tests.api_support import SECRET, new_key
+from tests.langgraph_server.conftest import CONFIG as LANGGRAPH_CONFIG
 
 MARK = "alice-private-7f3c"  # in A's run input: must never reach anyone but A
 PUBLIC = {"/healthz", "/readyz", "/metrics"}
@@ -52,6 +53,11 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("DELETE", "/langgraph/store/items"): {"namespace": ["notes"], "key": "k"},
     ("POST", "/langgraph/store/items/search"): {"namespace_prefix": ["notes"]},
     ("POST", "/langgraph/store/namespaces"): {},
+    ("POST", "/langgraph/runs/crons"): {"assistant_id": "counter", "schedule": "0 9 * * *"},
+    ("POST", "/langgraph/threads/{thread_id}/runs/crons"): {"assistant_id": "counter", "schedule": "0 9 * * *"},
+    ("PATCH", "/langgraph/runs/crons/{cron_id}"): {"enabled": False},
+    ("POST", "/langgraph/runs/crons/search"): {},
+    ("POST", "/langgraph/runs/crons/count"): {},
 }
 QUERIES = {("GET", "/langgraph/store/items"): {"namespace": "notes", "key": "k"}}
 # A chat id names a chat of the caller's own tenant (none yet: empty, 204), never A's.
@@ -61,13 +67,14 @@ ANSWERS_TO_B = {("POST", "/ag-ui/{agent}"): (409, "not_waiting")}
 # (tests/integration/api/test_api_ag_ui.py reads them to the end).
 ENDLESS = {("GET", "/ag-ui/runs/{run_id}/events")}
 NO_SUCH = str(uuid.UUID(int=0))
-TENANT_OBJECTS = ("{run_id}", "{schedule_id}", "{thread_id}")  # another tenant's is 404
+TENANT_OBJECTS = ("{run_id}", "{schedule_id}", "{thread_id}", "{cron_id}")  # another tenant's is 404
 JSON = {"Accept": "application/json"}
 
 
 @pytest.fixture
 async def app(database_url: str) -> AsyncIterator[FastAPI]:
-    app = create_app(Settings(database_url=database_url, secret_key=SECRET, poll_s=0.2), sse_ping_s=0.2)
+    settings = Settings(database_url=database_url, secret_key=SECRET, poll_s=0.2, langgraph_config=LANGGRAPH_CONFIG)
+    app = create_app(settings, sse_ping_s=0.2)
     async with app.router.lifespan_context(app):
         yield app
 
@@ -91,7 +98,7 @@ def fill(path: str, run_id: str, schedule_id: str = NO_SUCH, thread_id: str = NO
     """The path with its parameters filled in; an unknown parameter fails the test on purpose."""
     known = {
         "run_id": run_id, "tenant": "alice", "schedule_id": schedule_id, "delivery_id": NO_SUCH, "thread_id": thread_id,
-        "chat_id": thread_id,
+        "chat_id": thread_id, "cron_id": schedule_id,
         "agent": "demo",
     }  # fmt: skip
     for name in [part[1:-1] for part in path.split("/") if part.startswith("{")]:
