@@ -20,9 +20,11 @@ from app.settings import Settings
 log = logging.getLogger(__name__)
 
 # What a frontend on another origin sends and may read. A preflight must name Authorization
-# itself: "*" does not cover it.
+# itself: "*" does not cover it. The LangGraph SDKs send their key as x-api-key, and
+# useStream reads a new run's id from Content-Location (reconnectOnMount joins it after a reload).
 CORS_REQUEST_HEADERS = [
     "Authorization",
+    "x-api-key",
     "Content-Type",
     "Last-Event-ID",
     "Idempotency-Key",
@@ -30,6 +32,7 @@ CORS_REQUEST_HEADERS = [
 ]
 CORS_EXPOSED_HEADERS = [
     "Location",
+    "Content-Location",
     "Retry-After",
     "WWW-Authenticate",
     "RateLimit",
