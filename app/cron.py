@@ -39,15 +39,12 @@ class Timing:
         zone = self.zone()
         if self.every_s is not None and not (MIN_EVERY_S <= self.every_s <= MAX_EVERY_S):
             raise ScheduleInvalid(
-                "invalid_interval",
-                f"every_s must be between {MIN_EVERY_S:g} and {MAX_EVERY_S:g} seconds",
+                "invalid_interval", f"every_s must be between {MIN_EVERY_S:g} and {MAX_EVERY_S:g} seconds"
             )
         if self.cron is not None:
             # cronsim also takes a sixth (seconds) field; the contract is classic five-field cron.
             if len(self.cron.split()) != 5:
-                raise ScheduleInvalid(
-                    "invalid_cron", "cron takes five fields: minute hour day month weekday"
-                )
+                raise ScheduleInvalid("invalid_cron", "cron takes five fields: minute hour day month weekday")
             try:
                 next(CronSim(self.cron, datetime.now(zone)))
             except (CronSimError, StopIteration) as exc:
@@ -58,9 +55,7 @@ class Timing:
         try:
             return ZoneInfo(self.timezone)
         except (ZoneInfoNotFoundError, ValueError) as exc:
-            raise ScheduleInvalid(
-                "unknown_timezone", f"unknown time zone {self.timezone!r}"
-            ) from exc
+            raise ScheduleInvalid("unknown_timezone", f"unknown time zone {self.timezone!r}") from exc
 
     def first_after(self, moment: datetime, *, anchor: datetime | None = None) -> datetime:
         """The first slot strictly after ``moment``. An interval's slots are ``anchor + k·every_s``

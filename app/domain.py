@@ -112,9 +112,7 @@ class Run:
 
 # The table stores input and budget as input_json and budget_json; every other field is the
 # column of the same name.
-_RUN_NAMES = [
-    {"input": "input_json", "budget": "budget_json"}.get(f.name, f.name) for f in fields(Run)
-]
+_RUN_NAMES = [{"input": "input_json", "budget": "budget_json"}.get(f.name, f.name) for f in fields(Run)]
 _RUN_COLUMNS = itemgetter(*_RUN_NAMES)
 _RUN_STATUS = _RUN_NAMES.index("status")
 _RUN_USAGE = _RUN_NAMES.index("usage")

@@ -85,15 +85,8 @@ class LimitExceeded(QueueError):
     may succeed.
     """
 
-    def __init__(
-        self,
-        *,
-        tenant_id: str,
-        limit: str,
-        quota: float,
-        retry_after_s: float,
-        window_s: float | None = None,
-    ) -> None:
+    def __init__(self, *, tenant_id: str, limit: str, quota: float, retry_after_s: float,
+                 window_s: float | None = None) -> None:
         super().__init__(f"tenant {tenant_id!r} is at its {limit} limit ({quota:g})")
         self.tenant_id = tenant_id
         self.limit = limit

@@ -74,9 +74,7 @@ class TextFormatter(logging.Formatter):
 POOL_LOGGERS = ("sqlalchemy.pool", "app.db.engine.BoundedPool")
 
 
-def configure_logging(
-    fmt: Literal["auto", "json", "text"] = "auto", level: int | str = logging.INFO
-) -> None:
+def configure_logging(fmt: Literal["auto", "json", "text"] = "auto", level: int | str = logging.INFO) -> None:
     """Send every log record to stderr; stdout stays free for a command's real output."""
     json_lines = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
     handler = logging.StreamHandler(sys.stderr)

@@ -75,11 +75,7 @@ PRESENCE_REFRESH_MAX_S = 5.0
 DOMAIN_PROBLEMS: dict[type[Exception], tuple[int, str, str]] = {
     RunNotFound: (404, "not_found", "no such run"),
     RunFinished: (409, "run_finished", "the run has already finished"),
-    NotWaiting: (
-        409,
-        "not_waiting",
-        "the run is not waiting, or the waitpoint named is not its open one",
-    ),
+    NotWaiting: (409, "not_waiting", "the run is not waiting, or the waitpoint named is not its open one"),
     IdempotencyConflict: (
         409,
         "idempotency_conflict",
@@ -98,8 +94,6 @@ HTTP_CODES = {
     404: "not_found",
     405: "method_not_allowed",
 }
-
-
 def create_app(settings: Settings | None = None, *, sse_ping_s: float = 10.0) -> FastAPI:
     """The API; ``sse_ping_s`` is the keep-alive comment interval (at most 15 s, see
     docs/contract.md; short in tests)."""
@@ -107,9 +101,7 @@ def create_app(settings: Settings | None = None, *, sse_ping_s: float = 10.0) ->
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if (
-            not logging.getLogger().handlers
-        ):  # a bare `uvicorn app.main:app`; never override a host's
+        if not logging.getLogger().handlers:  # a bare `uvicorn app.main:app`; never override a host's
             configure_logging(settings.log_format, settings.log_level)
         start_agents(settings)
         url = settings.database_url
@@ -118,9 +110,7 @@ def create_app(settings: Settings | None = None, *, sse_ping_s: float = 10.0) ->
         engine = engine_for(url, settings, role="api")
         queue = Queue.from_settings(engine, settings)
         hub = event_hub(asyncpg_dsn(settings.listen_database_url or url), queue)
-        presence = Presence(
-            queue, refresh_s=min(PRESENCE_REFRESH_MAX_S, settings.presence_ttl_s / 3)
-        )
+        presence = Presence(queue, refresh_s=min(PRESENCE_REFRESH_MAX_S, settings.presence_ttl_s / 3))
         app.state.runtime = Runtime(settings, engine, queue, hub, presence, sse_ping_s)
         await hub.start()
         await presence.start()
@@ -144,9 +134,7 @@ def create_app(settings: Settings | None = None, *, sse_ping_s: float = 10.0) ->
     app.add_middleware(JsonBodies)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     # Outside the size limit: a long chat's body reaches the limit as its last message alone.
-    app.add_middleware(
-        LongChats, max_bytes=settings.chat_max_body_bytes, max_item_bytes=settings.max_body_bytes
-    )
+    app.add_middleware(LongChats, max_bytes=settings.chat_max_body_bytes, max_item_bytes=settings.max_body_bytes)
     install_cors(app, settings)
     if tracing.configure("runq-api"):  # only when OTEL_* asks for traces (docs/usage.md)
         tracing.instrument_app(app)
@@ -185,27 +173,18 @@ def _add_problem_handlers(app: FastAPI) -> None:
     @on(ApiProblem)
     async def api_problem(request: Request, exc: ApiProblem) -> JSONResponse:
         return problem_response(
-            exc.status,
-            exc.code,
-            exc.detail,
-            instance=request.url.path,
-            headers=exc.headers,
-            **exc.extra,
+            exc.status, exc.code, exc.detail, instance=request.url.path, headers=exc.headers, **exc.extra
         )
 
     @on(UnknownAgent)
     async def unknown_agent(request: Request, exc: UnknownAgent) -> JSONResponse:
-        return problem_response(
-            422, "unknown_agent", str(exc), instance=request.url.path, agents=exc.known
-        )
+        return problem_response(422, "unknown_agent", str(exc), instance=request.url.path, agents=exc.known)
 
     @on(InvalidInput)
     async def invalid_input(request: Request, exc: InvalidInput) -> JSONResponse:
         # loc as in validation_error, from the body: the failing field inside `input`
         errors = [{"loc": ["body", "input", *e["loc"]], "msg": e["msg"]} for e in exc.errors]
-        return problem_response(
-            422, "invalid_input", str(exc), instance=request.url.path, errors=errors
-        )
+        return problem_response(422, "invalid_input", str(exc), instance=request.url.path, errors=errors)
 
     @on(LimitExceeded)
     async def limit_problem(request: Request, exc: LimitExceeded) -> JSONResponse:
@@ -221,10 +200,7 @@ def _add_problem_handlers(app: FastAPI) -> None:
         errors = exc.errors()
         if any(e.get("type") == "json_invalid" for e in errors):
             return problem_response(
-                400,
-                "malformed_json",
-                "the request body is not valid JSON",
-                instance=request.url.path,
+                400, "malformed_json", "the request body is not valid JSON", instance=request.url.path
             )
         return problem_response(
             422,
@@ -232,11 +208,7 @@ def _add_problem_handlers(app: FastAPI) -> None:
             "the request is invalid; see errors",
             instance=request.url.path,
             errors=[
-                {
-                    "loc": list(e.get("loc", ())),
-                    "msg": str(e.get("msg", "")),
-                    "type": str(e.get("type", "")),
-                }
+                {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
                 for e in errors
             ],
         )
@@ -272,9 +244,7 @@ def _add_problem_handlers(app: FastAPI) -> None:
     @on(Exception)
     async def internal_problem(request: Request, exc: Exception) -> JSONResponse:
         log.error("unhandled error in %s %s", request.method, request.url.path, exc_info=exc)
-        return problem_response(
-            500, "internal_error", "an unexpected error occurred", instance=request.url.path
-        )
+        return problem_response(500, "internal_error", "an unexpected error occurred", instance=request.url.path)
 
 
 app = create_app()

@@ -47,39 +47,31 @@ REAPER_RESCUES = Counter(
 )
 RUNS_WAITED = Counter("runq_waits_total", "Attempts that ended in a wait for input (docs/waits.md)")
 WAIT_SECONDS = Histogram(
-    "runq_wait_seconds",
-    "How long a run waited until it was resumed or timed out",
+    "runq_wait_seconds", "How long a run waited until it was resumed or timed out",
     buckets=(0.1, 1, 5, 30, 60, 300, 900, 3600, 4 * 3600, 86400),
 )
 RESUMES = Counter(
-    "runq_resumes_total",
-    "Resumes of waiting runs by outcome (value, timed_out, not_waiting)",
-    ["outcome"],
+    "runq_resumes_total", "Resumes of waiting runs by outcome (value, timed_out, not_waiting)", ["outcome"]
 )
 EVENTS_APPENDED = Counter("runq_events_appended_total", "Events stored by workers")
 CLAIM_LATENCY = Histogram(
-    "runq_claim_seconds",
-    "Duration of one claim statement",
+    "runq_claim_seconds", "Duration of one claim statement",
     buckets=STATEMENT_BUCKETS,
 )
 PICKUP_LATENCY = Histogram(
-    "runq_pickup_seconds",
-    "From available_at to the claim",
+    "runq_pickup_seconds", "From available_at to the claim",
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
 HEARTBEAT_DURATION = Histogram(
-    "runq_heartbeat_seconds",
-    "Duration of one batched lease renewal",
+    "runq_heartbeat_seconds", "Duration of one batched lease renewal",
     buckets=STATEMENT_BUCKETS,
 )
 DB_POOL_WAIT = Histogram(
-    "runq_db_pool_wait_seconds",
-    "Waits for a free pooled database connection (only checkouts that waited)",
+    "runq_db_pool_wait_seconds", "Waits for a free pooled database connection (only checkouts that waited)",
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
 DB_POOL_TIMEOUTS = Counter(
-    "runq_db_pool_timeouts_total",
-    "Checkouts that found no free connection within RUNQ_DB_POOL_TIMEOUT_S",
+    "runq_db_pool_timeouts_total", "Checkouts that found no free connection within RUNQ_DB_POOL_TIMEOUT_S"
 )
 MODEL_POOL_WAIT = Histogram(
     "runq_model_pool_wait_seconds",
@@ -92,16 +84,12 @@ LIMITED = Counter(
     "Requests refused with 429 at a tenant limit (docs/limits.md): rate, pending or streams",
     ["tenant", "limit"],
 )
-RUNS_REQUEUED = Counter(
-    "runq_runs_requeued_total", "Dead or cancelled runs requeued by an operator"
-)
+RUNS_REQUEUED = Counter("runq_runs_requeued_total", "Dead or cancelled runs requeued by an operator")
 RUNS_PURGED = Counter(
     "runq_runs_purged_total", "Finished runs (with their events) deleted by retention"
 )
 EVENT_PARTITIONS = Counter(
-    "runq_event_partitions_total",
-    "Day partitions of run_events created ahead or dropped past retention",
-    ["change"],
+    "runq_event_partitions_total", "Day partitions of run_events created ahead or dropped past retention", ["change"]
 )
 SCHEDULE_RUNS = Counter("runq_schedule_runs_total", "Runs created by schedules (one per slot)")
 WEBHOOK_DELIVERIES = Counter(
@@ -110,23 +98,17 @@ WEBHOOK_DELIVERIES = Counter(
     ["outcome"],
 )
 WEBHOOK_REQUEST_SECONDS = Histogram(
-    "runq_webhook_request_seconds",
-    "Duration of one webhook request, answer or not",
+    "runq_webhook_request_seconds", "Duration of one webhook request, answer or not",
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
 WEBHOOK_LATENCY = Histogram(
-    "runq_webhook_delivery_latency_seconds",
-    "From the event to its delivery's 2xx",
+    "runq_webhook_delivery_latency_seconds", "From the event to its delivery's 2xx",
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600),
 )
 
 # Usage by tenant (never by run: a label per run grows without bound), counted by the worker
 # when the statement that stored it commits, so a lost attempt's unstored usage is not counted.
-TOKENS = Counter(
-    "runq_tokens_total",
-    "Model tokens stored on runs, by tenant and kind (input, output)",
-    ["tenant", "kind"],
-)
+TOKENS = Counter("runq_tokens_total", "Model tokens stored on runs, by tenant and kind (input, output)", ["tenant", "kind"])
 MODEL_CALLS = Counter("runq_model_calls_total", "Model calls stored on runs, by tenant", ["tenant"])
 TOOL_CALLS = Counter("runq_tool_calls_total", "Tool calls stored on runs, by tenant", ["tenant"])
 
@@ -200,11 +182,7 @@ class QueueGauges(Collector):
             self._up = False  # the depth keeps its last value; runq_database_up says it is stale
 
     def describe(self) -> Iterator[Metric]:
-        return iter(
-            self._families(
-                QueueDepth(pending=0, leased=0, oldest_pending_age_s=0.0), (0.0, 0), up=True
-            )
-        )
+        return iter(self._families(QueueDepth(pending=0, leased=0, oldest_pending_age_s=0.0), (0.0, 0), up=True))
 
     def collect(self) -> Iterator[Metric]:
         if self._up is None:
@@ -212,21 +190,15 @@ class QueueGauges(Collector):
         return iter(self._families(self._depth, self._undelivered, up=self._up))
 
     @staticmethod
-    def _families(
-        depth: QueueDepth | None, undelivered: tuple[float, int] | None, *, up: bool
-    ) -> list[Metric]:
+    def _families(depth: QueueDepth | None, undelivered: tuple[float, int] | None, *, up: bool) -> list[Metric]:
         families: list[Metric] = [
             GaugeMetricFamily(
-                "runq_database_up",
-                "1 if the last queue-gauge refresh reached the database",
-                value=int(up),
+                "runq_database_up", "1 if the last queue-gauge refresh reached the database", value=int(up)
             )
         ]
         if depth is not None:
             by_status = GaugeMetricFamily(
-                "runq_queue_depth",
-                "Runs not finished, by status (pending, leased, waiting)",
-                labels=["status"],
+                "runq_queue_depth", "Runs not finished, by status (pending, leased, waiting)", labels=["status"]
             )
             by_status.add_metric([Status.PENDING.value], depth.pending)
             by_status.add_metric([Status.LEASED.value], depth.leased)
@@ -252,9 +224,7 @@ class QueueGauges(Collector):
                     value=undelivered[0],
                 ),
                 GaugeMetricFamily(
-                    "runq_webhook_pending",
-                    "Webhook deliveries not yet delivered, failed or stopped",
-                    value=undelivered[1],
+                    "runq_webhook_pending", "Webhook deliveries not yet delivered, failed or stopped", value=undelivered[1]
                 ),
             ]
         return families

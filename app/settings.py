@@ -30,12 +30,10 @@ class Settings(BaseSettings):
 
     env: Literal["development", "production"] = "development"
     database_url: str | None = Field(
-        default=None,
-        description="PostgreSQL URL; unset uses the embedded server of the data folder",
+        default=None, description="PostgreSQL URL; unset uses the embedded server of the data folder"
     )
     data_dir: str | None = Field(
-        default=None,
-        description="The embedded server's data folder; unset: .runq/ at the project root",
+        default=None, description="The embedded server's data folder; unset: .runq/ at the project root"
     )
     listen_database_url: str | None = Field(
         default=None,
@@ -55,8 +53,7 @@ class Settings(BaseSettings):
         " sessions; unset: 10 (2 for a CLI command)",
     )
     db_max_overflow: Annotated[int, Field(ge=0)] = Field(
-        default=0,
-        description="Extra connections opened past RUNQ_DB_POOL_SIZE under load, closed once idle",
+        default=0, description="Extra connections opened past RUNQ_DB_POOL_SIZE under load, closed once idle"
     )
     db_pool_timeout_s: Seconds = Field(
         default=60.0, description="How long work waits for a free pooled connection before it fails"
@@ -79,8 +76,7 @@ class Settings(BaseSettings):
         default=0.0, description="Runs a tenant may create per second, cluster-wide (0 = no limit)"
     )
     tenant_create_burst: Annotated[int | None, Field(ge=1)] = Field(
-        default=None,
-        description="Creates a tenant may make at once; unset: twice RUNQ_TENANT_CREATE_PER_S",
+        default=None, description="Creates a tenant may make at once; unset: twice RUNQ_TENANT_CREATE_PER_S"
     )
     tenant_max_pending: Annotated[int, Field(ge=0)] = Field(
         default=0, description="Runs pending or waiting a tenant may have (0 = no limit)"
@@ -106,8 +102,7 @@ class Settings(BaseSettings):
     stream_token_ttl_s: Seconds = 300.0
     thread_token_ttl_s: Annotated[float, Field(gt=0, le=86400)] = 3600.0
     cors_origins: Annotated[list[str], NoDecode] = Field(
-        default_factory=list,
-        description="Origins a browser may call the API from (CORS); empty: none",
+        default_factory=list, description="Origins a browser may call the API from (CORS); empty: none"
     )
     secret_key: str | None = None
     priority_aging_s: Seconds = 60.0
@@ -122,8 +117,7 @@ class Settings(BaseSettings):
         description="Hosts or CIDRs webhooks may reach although private or loopback (development, tests)",
     )
     webhook_hosts_only: bool = Field(
-        default=False,
-        description="Deliver only to RUNQ_WEBHOOK_ALLOW_HOSTS; resolve and contact nothing else",
+        default=False, description="Deliver only to RUNQ_WEBHOOK_ALLOW_HOSTS; resolve and contact nothing else"
     )
 
     agents: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)

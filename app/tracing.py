@@ -38,10 +38,7 @@ def requested() -> bool:
     if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return False
     exporter = os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
-    return bool(os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()) or exporter not in (
-        "",
-        "none",
-    )
+    return bool(os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()) or exporter not in ("", "none")
 
 
 def enabled() -> bool:
@@ -69,15 +66,10 @@ def configure(service_name: str, *, exporters: Sequence[SpanExporter] | None = N
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
     except ImportError as exc:
-        log.warning(
-            "OTEL_* asks for traces, but the otel extra is not installed (pip install 'runq[otel]'): %s",
-            exc,
-        )
+        log.warning("OTEL_* asks for traces, but the otel extra is not installed (pip install 'runq[otel]'): %s", exc)
         return False
     # OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win over the default name
-    resource = Resource.create({"service.name": service_name}).merge(
-        OTELResourceDetector().detect()
-    )
+    resource = Resource.create({"service.name": service_name}).merge(OTELResourceDetector().detect())
     provider = TracerProvider(resource=resource)  # the sampler from OTEL_TRACES_SAMPLER
     if exporters is not None:
         for exporter in exporters:
@@ -97,18 +89,12 @@ def configure(service_name: str, *, exporters: Sequence[SpanExporter] | None = N
 def _exporters_from_environment() -> list[SpanExporter]:
     """The exporters ``OTEL_TRACES_EXPORTER`` names (default ``otlp``; over gRPC unless
     ``OTEL_EXPORTER_OTLP[_TRACES]_PROTOCOL`` says ``http/protobuf``), as the SDK finds them."""
-    protocol = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or os.environ.get(
-        "OTEL_EXPORTER_OTLP_PROTOCOL"
-    )
+    protocol = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
     found = []
     for name in os.environ.get("OTEL_TRACES_EXPORTER", "otlp").split(","):
         name = name.strip()
         if name == "otlp":
-            name = (
-                "otlp_proto_http"
-                if (protocol or "").strip().startswith("http")
-                else "otlp_proto_grpc"
-            )
+            name = "otlp_proto_http" if (protocol or "").strip().startswith("http") else "otlp_proto_grpc"
         if name in ("", "none"):
             continue
         entries = list(entry_points(group="opentelemetry_traces_exporter", name=name))
@@ -205,14 +191,10 @@ def record_span(
     """A span that already happened, under the current one (a claim: one statement for many
     runs, so each run's attempt gets its own span of it)."""
     if _tracer is not None:
-        _tracer.start_span(name, attributes=dict(attributes or {}), start_time=start_ns).end(
-            end_time=end_ns
-        )
+        _tracer.start_span(name, attributes=dict(attributes or {}), start_time=start_ns).end(end_time=end_ns)
 
 
-def start_span(
-    name: str, *, parent: Any = None, attributes: Mapping[str, Any] | None = None
-) -> Any:
+def start_span(name: str, *, parent: Any = None, attributes: Mapping[str, Any] | None = None) -> Any:
     """A span started now and ended by :func:`end_span`, under ``parent`` (a span this
     returned) or else under the current one, without becoming current (another framework's
     spans, which open and close in callbacks); ``None`` while tracing is off."""
@@ -224,9 +206,7 @@ def start_span(
     return _tracer.start_span(name, context=context, attributes=dict(attributes or {}))
 
 
-def end_span(
-    span: Any, *, attributes: Mapping[str, Any] | None = None, error: str | None = None
-) -> None:
+def end_span(span: Any, *, attributes: Mapping[str, Any] | None = None, error: str | None = None) -> None:
     """End a span of :func:`start_span`, with its last attributes and, if it failed, why."""
     from opentelemetry.trace import Status, StatusCode
 

@@ -67,8 +67,6 @@ class WaitRequested(BaseException):
         self.occurrence = occurrence
         self.payload = payload
         self.timeout_s = timeout_s
-
-
 MESSAGE_ROLES = frozenset({"system", "user", "assistant", "tool"})
 
 
@@ -122,9 +120,7 @@ class RunContext(Protocol):
 
     async def effect(self, key: str, fn: Callable[[], Awaitable[T]]) -> T: ...
 
-    async def wait_for(
-        self, name: str, *, payload: Any = None, timeout_s: float | None = None
-    ) -> Any:
+    async def wait_for(self, name: str, *, payload: Any = None, timeout_s: float | None = None) -> Any:
         """Wait for input under ``name`` without holding the worker: the value given by
         ``POST /runs/{id}/resume``; :class:`WaitTimedOut` after ``timeout_s``. Checkpoint first:
         the resumed attempt starts from the last checkpoint and calls this again."""
@@ -137,12 +133,7 @@ class RunContext(Protocol):
         is also the run's ``usage.tool_calls``."""
 
     def record_usage(
-        self,
-        *,
-        input_tokens: int = 0,
-        output_tokens: int = 0,
-        model_calls: int = 0,
-        tool_calls: int = 0,
+        self, *, input_tokens: int = 0, output_tokens: int = 0, model_calls: int = 0, tool_calls: int = 0
     ) -> None:
         """Add to the run's usage; past ``budget.max_tokens`` raises :class:`BudgetExceeded`
         (and the run ends ``dead`` with ``budget_exceeded`` even if the agent catches it)."""

@@ -13,9 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from app.agents.base import MAX_WAIT_S
 
 Strict = Field(strict=True)  # no "1.5" for a number, no true for a number
-Messages = Annotated[
-    list[dict[str, Any]], Field(min_length=1, description="OpenAI chat-format messages")
-]
+Messages = Annotated[list[dict[str, Any]], Field(min_length=1, description="OpenAI chat-format messages")]
 Seconds = Annotated[float, Field(strict=True, gt=0, le=MAX_WAIT_S)]
 
 
@@ -76,7 +74,6 @@ class LangGraphInput(ChatInput):
 
     def _openings(self) -> str:
         return "`prompt` (a non-empty string), `messages` or `state` (the graph's input as is)"
-
 
 def content_text(content: Any) -> str:
     """A chat message's content as text: content parts (``[{type: "text", text}]``, or the

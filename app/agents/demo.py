@@ -91,9 +91,7 @@ class DemoAgent:
         waited: dict[str, Any] = {}
         if args.wait:
             if ctx.resume_state is None and args.steps == 0:
-                await ctx.checkpoint(
-                    {"step": 0}
-                )  # the resumed attempt must not stream the prompt again
+                await ctx.checkpoint({"step": 0})  # the resumed attempt must not stream the prompt again
             try:
                 waited["resumed_with"] = await ctx.wait_for(
                     args.wait, payload={"prompt": args.prompt}, timeout_s=args.wait_timeout_s

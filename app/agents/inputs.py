@@ -48,9 +48,7 @@ def parse_input(model: type[M], value: Mapping[str, Any]) -> M:
     try:
         return model.model_validate(value)
     except ValidationError as exc:
-        raise FatalError(
-            f"invalid input: {_first(_pydantic_errors(exc))}", code="invalid_input"
-        ) from None
+        raise FatalError(f"invalid input: {_first(_pydantic_errors(exc))}", code="invalid_input") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,9 +70,7 @@ def _model_errors(model: type[BaseModel]) -> Callable[[Mapping[str, Any]], list[
     return errors
 
 
-def _json_schema_errors(
-    schema: dict[str, Any], owner: str
-) -> Callable[[Mapping[str, Any]], list[dict[str, Any]]]:
+def _json_schema_errors(schema: dict[str, Any], owner: str) -> Callable[[Mapping[str, Any]], list[dict[str, Any]]]:
     cls = validators.validator_for(schema, default=validators.Draft202012Validator)
     try:
         cls.check_schema(schema)
@@ -83,9 +79,7 @@ def _json_schema_errors(
     iter_errors = cls(schema).iter_errors
 
     def errors(value: Mapping[str, Any]) -> list[dict[str, Any]]:
-        found = sorted(iter_errors(value), key=lambda e: [str(p) for p in e.absolute_path])[
-            :MAX_ERRORS
-        ]
+        found = sorted(iter_errors(value), key=lambda e: [str(p) for p in e.absolute_path])[:MAX_ERRORS]
         return [{"loc": list(e.absolute_path), "msg": e.message} for e in found]
 
     return errors
@@ -111,3 +105,4 @@ def check_input(name: str, agent_class: type[Agent], value: Mapping[str, Any]) -
     declared = input_schema(agent_class)
     if declared is not None and (errors := declared.errors(value)):
         raise InvalidInput(name, errors)
+

@@ -174,11 +174,7 @@ class OpenAIAgent:
                 "tool.result",
                 {"tool_call_id": call["id"], "output": result.output, "is_error": result.is_error},
             )
-            await _append(
-                ctx,
-                messages,
-                {"role": "tool", "tool_call_id": call["id"], "content": _content(result)},
-            )
+            await _append(ctx, messages, {"role": "tool", "tool_call_id": call["id"], "content": _content(result)})
 
     async def _call(
         self,
@@ -278,11 +274,7 @@ class OpenAIAgent:
 @asynccontextmanager
 async def _model_span(model: str) -> AsyncIterator[tracing.Span]:
     """The model call's span (OpenTelemetry's gen_ai names), its HTTP request's span below it."""
-    attributes = {
-        "gen_ai.system": "openai",
-        "gen_ai.operation.name": "chat",
-        "gen_ai.request.model": model,
-    }
+    attributes = {"gen_ai.system": "openai", "gen_ai.operation.name": "chat", "gen_ai.request.model": model}
     with tracing.span("runq.model_call", attributes=attributes) as span:
         yield span
 
@@ -295,9 +287,7 @@ def _record(ctx: RunContext, span: tracing.Span, usage: Mapping[str, Any]) -> No
         return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
     input_tokens, output_tokens = tokens("prompt_tokens"), tokens("completion_tokens")
-    span.set_attributes(
-        {"gen_ai.usage.input_tokens": input_tokens, "gen_ai.usage.output_tokens": output_tokens}
-    )
+    span.set_attributes({"gen_ai.usage.input_tokens": input_tokens, "gen_ai.usage.output_tokens": output_tokens})
     ctx.record_usage(input_tokens=input_tokens, output_tokens=output_tokens, model_calls=1)
 
 

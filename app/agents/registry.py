@@ -87,9 +87,7 @@ def load_agent(target: str) -> type[Agent]:
     try:
         agent_class = getattr(module, attr)
     except AttributeError:
-        raise AgentImportError(
-            f"module {module_name!r} ({origin_of(module)}) has no {attr!r}"
-        ) from None
+        raise AgentImportError(f"module {module_name!r} ({origin_of(module)}) has no {attr!r}") from None
     if not inspect.isclass(agent_class):
         raise AgentImportError(f"{target} is not a class")
     return cast("type[Agent]", agent_class)

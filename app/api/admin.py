@@ -45,18 +45,13 @@ TenantPath = Annotated[
 async def list_runs(
     runtime: RuntimeDep,
     status: Status | None = None,
-    tenant: Annotated[
-        str | None, Query(min_length=1, max_length=200, pattern=TENANT_PATTERN)
-    ] = None,
+    tenant: Annotated[str | None, Query(min_length=1, max_length=200, pattern=TENANT_PATTERN)] = None,
     limit: Limit = 50,
     cursor: Cursor = None,
 ) -> AdminRunPage:
     """Runs of every tenant (or of one), newest first, with their lease fields."""
     runs = await runtime.queue.list_runs(
-        tenant_id=tenant,
-        status=status,
-        limit=limit + 1,
-        before=decode_cursor(cursor) if cursor else None,
+        tenant_id=tenant, status=status, limit=limit + 1, before=decode_cursor(cursor) if cursor else None
     )
     page, next_cursor = page_of(runs, limit, keyset_cursor)
     return AdminRunPage(items=[AdminRunOut.of(r) for r in page], next_cursor=next_cursor)
@@ -67,9 +62,7 @@ async def get_run(run_id: RunIdPath, runtime: RuntimeDep) -> AdminRunOut:
     return AdminRunOut.of(await runtime.queue.get_run(run_id, tenant_id=None))
 
 
-@router.post(
-    "/runs/{run_id}/requeue", response_model=AdminRunOut, responses=problems(404, 409, 422)
-)
+@router.post("/runs/{run_id}/requeue", response_model=AdminRunOut, responses=problems(404, 409, 422))
 async def requeue_run(run_id: RunIdPath, runtime: RuntimeDep) -> AdminRunOut:
     """A dead or cancelled run back to pending at attempt 0; its events stay and a
     ``run.queued`` continues the same seq numbering. Any other status is 409 ``not_requeueable``."""
@@ -91,15 +84,9 @@ async def cancel_run(run_id: RunIdPath, runtime: RuntimeDep) -> AdminRunOut:
     return AdminRunOut.of(run)
 
 
-@router.post(
-    "/runs/{run_id}/stream-token",
-    response_model=StreamToken,
-    responses=problems(400, 404, 413, 422),
-)
+@router.post("/runs/{run_id}/stream-token", response_model=StreamToken, responses=problems(400, 404, 413, 422))
 async def create_stream_token(
-    run_id: RunIdPath,
-    runtime: RuntimeDep,
-    body: Annotated[StreamTokenRequest | None, Body()] = None,
+    run_id: RunIdPath, runtime: RuntimeDep, body: Annotated[StreamTokenRequest | None, Body()] = None
 ) -> StreamToken:
     """A stream token for any tenant's run, so an operator's browser can follow it at
     `GET /runs/{id}/events?token=…` (and, with the `resume` scope, answer its wait); the token

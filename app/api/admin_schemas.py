@@ -46,19 +46,13 @@ class WorkerOut(BaseModel):
     pid: int | None
     version: str | None = Field(description="runq's package version the worker runs")
     slots: int | None = Field(description="its concurrency: runs it executes at once")
-    slots_in_use: int | None = Field(
-        description="run slots in use at its last heartbeat, claim or ending"
-    )
+    slots_in_use: int | None = Field(description="run slots in use at its last heartbeat, claim or ending")
     started_at: datetime | None
-    last_beat_at: datetime | None = Field(
-        description="its last heartbeat (every RUNQ_HEARTBEAT_S, idle or not)"
-    )
+    last_beat_at: datetime | None = Field(description="its last heartbeat (every RUNQ_HEARTBEAT_S, idle or not)")
 
     @classmethod
     def of(cls, worker: WorkerView) -> WorkerOut:
-        beats = [
-            lease["heartbeat_at"] for lease in worker.leases if lease["heartbeat_at"] is not None
-        ]
+        beats = [lease["heartbeat_at"] for lease in worker.leases if lease["heartbeat_at"] is not None]
         leases = [LeaseOut(**(lease | {"run_id": str(lease["run_id"])})) for lease in worker.leases]
         last_heartbeat_at = worker.last_beat_at or max(beats, default=None)
         return cls(**fields_of(cls, worker, leases=leases, last_heartbeat_at=last_heartbeat_at))
@@ -75,9 +69,7 @@ class QueueSampleOut(BaseModel):
     at: datetime = Field(description="the minute the reaper sampled the queue")
     pending: int
     leased: int
-    finished: int = Field(
-        description="runs that reached a terminal status in the minute before `at`"
-    )
+    finished: int = Field(description="runs that reached a terminal status in the minute before `at`")
 
 
 class StatsOut(BaseModel):
@@ -93,24 +85,18 @@ class StatsOut(BaseModel):
     @classmethod
     def of(cls, stats: QueueStats) -> StatsOut:
         usage = {tenant: UsageOut.of(usage) for tenant, usage in stats.usage_last_24h.items()}
-        last_hour = [
-            QueueSampleOut(**fields_of(QueueSampleOut, sample)) for sample in stats.last_hour
-        ]
+        last_hour = [QueueSampleOut(**fields_of(QueueSampleOut, sample)) for sample in stats.last_hour]
         return cls(**fields_of(cls, stats, usage_last_24h=usage, last_hour=last_hour))
 
 
 class TenantLimitIn(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    max_inflight: Annotated[
-        int, Field(ge=0, le=1_000_000, description="0 = no cap for this tenant"), Integral
-    ]
+    max_inflight: Annotated[int, Field(ge=0, le=1_000_000, description="0 = no cap for this tenant"), Integral]
 
 
 class TenantOut(BaseModel):
     tenant_id: str
-    max_inflight: int | None = Field(
-        description="this tenant's override; null = the default applies"
-    )
+    max_inflight: int | None = Field(description="this tenant's override; null = the default applies")
     default_max_inflight: int = Field(description="RUNQ_TENANT_MAX_INFLIGHT (0 = no cap)")
     effective_max_inflight: int = Field(description="the cap the claim applies (0 = no cap)")

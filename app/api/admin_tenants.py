@@ -44,9 +44,7 @@ class TenantLimitsIn(BaseModel):
 
 class LimitsOut(BaseModel):
     create_per_s: float = Field(description="runs created per second (0 = no limit)")
-    create_burst: int = Field(
-        description="creates at once: the token bucket's size (0 with no rate)"
-    )
+    create_burst: int = Field(description="creates at once: the token bucket's size (0 with no rate)")
     max_pending: int = Field(description="runs pending or waiting (0 = no limit)")
     max_streams: int = Field(description="event streams open (0 = no limit)")
     max_inflight: int = Field(description="runs leased at once, the claim's cap (0 = no limit)")
@@ -67,16 +65,12 @@ class UseOut(BaseModel):
     inflight: int = Field(description="runs leased")
     streams: int = Field(description="event streams open on any API process")
     schedules: int = Field(description="schedules, paused ones included")
-    create_tokens: float | None = Field(
-        description="creates the bucket allows right now; null: no rate limit"
-    )
+    create_tokens: float | None = Field(description="creates the bucket allows right now; null: no rate limit")
 
 
 class TenantLimitsOut(BaseModel):
     tenant_id: str
-    overrides: OverridesOut = Field(
-        description="this tenant's own limits; null = the default applies"
-    )
+    overrides: OverridesOut = Field(description="this tenant's own limits; null = the default applies")
     defaults: LimitsOut = Field(description="RUNQ_TENANT_* of this API process")
     effective: LimitsOut = Field(description="the limits that apply to this tenant")
     use: UseOut
@@ -116,9 +110,7 @@ class TenantLimitsOut(BaseModel):
                 inflight=use.inflight,
                 streams=use.streams,
                 schedules=use.schedules,
-                create_tokens=(use.tokens if use.tokens is not None else float(burst))
-                if rate > 0
-                else None,
+                create_tokens=(use.tokens if use.tokens is not None else float(burst)) if rate > 0 else None,
             ),
         )
 
@@ -136,9 +128,7 @@ def _decode(cursor: str) -> str:
     try:
         tenant = base64.b64decode(cursor.encode("ascii"), altchars=b"-_", validate=True).decode()
     except (ValueError, UnicodeError, binascii.Error) as exc:
-        raise ApiProblem(
-            400, "invalid_cursor", "the cursor is not one this API handed out"
-        ) from exc
+        raise ApiProblem(400, "invalid_cursor", "the cursor is not one this API handed out") from exc
     if not tenant or not tenant.isprintable():
         raise ApiProblem(400, "invalid_cursor", "the cursor is not one this API handed out")
     return tenant
@@ -154,9 +144,7 @@ async def list_tenants(
     after = _decode(cursor) if cursor else None
     uses = await runtime.queue.tenant_use(after=after, limit=limit + 1)
     page, next_cursor = page_of(uses, limit, lambda use: _encode(use.tenant_id))
-    return TenantLimitsPage(
-        items=[TenantLimitsOut.of(u, runtime.queue.limits) for u in page], next_cursor=next_cursor
-    )
+    return TenantLimitsPage(items=[TenantLimitsOut.of(u, runtime.queue.limits) for u in page], next_cursor=next_cursor)
 
 
 @router.get("/tenants/{tenant}/limits", response_model=TenantLimitsOut, responses=problems(422))
@@ -165,12 +153,8 @@ async def get_tenant_limits(tenant: TenantPath, runtime: RuntimeDep) -> TenantLi
     return await _tenant(runtime, tenant)
 
 
-@router.put(
-    "/tenants/{tenant}/limits", response_model=TenantLimitsOut, responses=problems(400, 413, 422)
-)
-async def set_tenant_limits(
-    tenant: TenantPath, body: TenantLimitsIn, runtime: RuntimeDep
-) -> TenantLimitsOut:
+@router.put("/tenants/{tenant}/limits", response_model=TenantLimitsOut, responses=problems(400, 413, 422))
+async def set_tenant_limits(tenant: TenantPath, body: TenantLimitsIn, runtime: RuntimeDep) -> TenantLimitsOut:
     """Set the limits the body names (`null`: back to the default, `0`: no limit). Every API
     process applies them from its next request on; workers see `max_inflight` within 5 s."""
     changes = {name: getattr(body, name) for name in LIMIT_NAMES if name in body.model_fields_set}
@@ -181,3 +165,4 @@ async def set_tenant_limits(
 async def _tenant(runtime: Runtime, tenant: str) -> TenantLimitsOut:
     (use,) = await runtime.queue.tenant_use(tenant_id=tenant, limit=1)
     return TenantLimitsOut.of(use, runtime.queue.limits)
+

@@ -19,9 +19,7 @@ router = APIRouter(tags=["agents"])
 
 class AgentOut(BaseModel):
     name: str = Field(description="what `agent` of a run names")
-    description: str | None = Field(
-        default=None, description="the first paragraph of the agent class's docstring"
-    )
+    description: str | None = Field(default=None, description="the first paragraph of the agent class's docstring")
     input_schema: dict[str, Any] | None = Field(
         description="JSON Schema of the run's `input`, checked when a run is created (`422 invalid_input`); "
         "null when the agent takes any object"
@@ -30,11 +28,7 @@ class AgentOut(BaseModel):
     @classmethod
     def of(cls, agent: RegisteredAgent) -> AgentOut:
         doc = agent.agent_class.__dict__.get("__doc__")  # its own, not a base class's
-        summary = (
-            inspect.cleandoc(doc).split("\n\n")[0].replace("\n", " ").replace("``", "`")
-            if doc
-            else None
-        )
+        summary = inspect.cleandoc(doc).split("\n\n")[0].replace("\n", " ").replace("``", "`") if doc else None
         schema = agent.schema.json_schema if agent.schema else None
         return cls(name=agent.name, description=summary, input_schema=schema)
 
@@ -44,9 +38,7 @@ class AgentList(BaseModel):
 
 
 @router.get("/agents", response_model=AgentList, responses=problems(401, 503))
-async def list_agents(
-    principal: Tenant, runtime: RuntimeDep
-) -> AgentList:  # the key is what it needs
+async def list_agents(principal: Tenant, runtime: RuntimeDep) -> AgentList:  # the key is what it needs
     """The agents this deployment runs, by name, with their input schemas."""
     agents = load_agents(runtime.settings.agent_registry)  # imported at start-up; cached
     return AgentList(items=[AgentOut.of(agents[name]) for name in sorted(agents)])

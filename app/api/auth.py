@@ -48,9 +48,7 @@ RunBody = TypeVar("RunBody", bound=CreateRun)
 STREAM_TOKEN_SCOPES = frozenset({"read", "resume"})
 
 
-def _unauthorized(
-    detail: str, *, error: str | None = None, code: str = "unauthorized"
-) -> ApiProblem:
+def _unauthorized(detail: str, *, error: str | None = None, code: str = "unauthorized") -> ApiProblem:
     challenge = f'Bearer error="{error}"' if error else "Bearer"
     return ApiProblem(401, code, detail, headers={"WWW-Authenticate": challenge})
 
@@ -58,19 +56,14 @@ def _unauthorized(
 def _token_problem(exc: InvalidToken | MissingScope) -> ApiProblem:
     if isinstance(exc, MissingScope):
         return ApiProblem(
-            403,
-            "insufficient_scope",
-            str(exc),
-            headers={"WWW-Authenticate": 'Bearer error="insufficient_scope"'},
+            403, "insufficient_scope", str(exc), headers={"WWW-Authenticate": 'Bearer error="insufficient_scope"'}
         )
     if isinstance(exc, TokenExpired):
         return _unauthorized(f"invalid token: {exc}", error="invalid_token", code="token_expired")
     return _unauthorized(f"invalid token: {exc}", error="invalid_token")
 
 
-async def authenticate(
-    request: Request, runtime: RuntimeDep, credentials: Credentials
-) -> Principal:
+async def authenticate(request: Request, runtime: RuntimeDep, credentials: Credentials) -> Principal:
     """The caller's tenant from ``Authorization: Bearer <key>``; 401 otherwise, saying what is
     wrong: no header, a key without ``Bearer``, a token where a key is needed, an unknown key."""
     if credentials is None:
@@ -90,20 +83,14 @@ def _missing_key(header: str | None) -> str:
 
 
 def _unknown_key(value: str, runtime: Runtime) -> str:
-    kind = (
-        None
-        if value.startswith(KEY_PREFIX)
-        else token_kind(runtime.settings.secret_key or "", value)
-    )
+    kind = None if value.startswith(KEY_PREFIX) else token_kind(runtime.settings.secret_key or "", value)
     if kind == "thread":
         return (
             "this is a thread token, which opens only its own thread's routes (its chat, its runs and"
             " their events, cancel and resume); this route needs an API key"
         )
     if kind == "stream":
-        return (
-            "this is a stream token, which opens only its run's events; this route needs an API key"
-        )
+        return "this is a stream token, which opens only its run's events; this route needs an API key"
     return "the API key is unknown or revoked"
 
 
@@ -176,9 +163,7 @@ class Caller:
         that id or ``chat_id`` (created on first use when ``create``); for a token, its own
         thread only (401 for any other name)."""
         if self.grant is None:
-            return await self.runtime.queue.named_thread(
-                name, tenant_id=self.tenant_id, create=create
-            )
+            return await self.runtime.queue.named_thread(name, tenant_id=self.tenant_id, create=create)
         thread = await self.thread()
         if name != thread.chat_id and not _same_id(name, thread.id):
             raise self.outside()
@@ -211,15 +196,10 @@ class Caller:
         refused = sorted(TOKEN_REFUSED_FIELDS & body.model_fields_set)
         if refused:
             raise ApiProblem(
-                403,
-                "field_not_allowed",
-                f"a thread token may not set {', '.join(refused)}",
-                fields=refused,
+                403, "field_not_allowed", f"a thread token may not set {', '.join(refused)}", fields=refused
             )
         if self.grant.agent is not None and body.agent != self.grant.agent:
-            raise ApiProblem(
-                403, "agent_not_allowed", f"this token's runs use the agent {self.grant.agent!r}"
-            )
+            raise ApiProblem(403, "agent_not_allowed", f"this token's runs use the agent {self.grant.agent!r}")
         if self.grant.input:
             return body.model_copy(update={"input": body.input | self.grant.input})
         return body
@@ -230,11 +210,7 @@ class Caller:
 
 
 async def resolve_caller(
-    scope: str,
-    request: Request,
-    runtime: Runtime,
-    credentials: HTTPAuthorizationCredentials | None,
-    token: str | None,
+    scope: str, request: Request, runtime: Runtime, credentials: HTTPAuthorizationCredentials | None, token: str | None
 ) -> Caller:
     """The :class:`Caller` of credentials already read from the request (a protocol that sends
     its key in another header, e.g. LangGraph's ``x-api-key``, reads it and comes here)."""
@@ -274,9 +250,7 @@ def caller(scope: str) -> Callable[..., Awaitable[Caller]]:
     """The dependency of a route a thread token with ``scope`` may call (``read``, ``run``,
     ``resume``, ``cancel``); a stream token may call those with ``read`` and ``resume``."""
 
-    async def resolve(
-        request: Request, runtime: RuntimeDep, credentials: Credentials, token: TokenQuery = None
-    ) -> Caller:
+    async def resolve(request: Request, runtime: RuntimeDep, credentials: Credentials, token: TokenQuery = None) -> Caller:
         return await resolve_caller(scope, request, runtime, credentials, token)
 
     resolve.__name__ = f"caller_{scope}"

@@ -20,24 +20,10 @@ from app.settings import Settings
 log = logging.getLogger(__name__)
 
 # What a frontend on another origin sends and may read. A preflight must name Authorization
-# itself: "*" does not cover it. The LangGraph SDKs send their key as x-api-key, and
-# useStream reads a new run's id from Content-Location (reconnectOnMount joins it after a reload).
-CORS_REQUEST_HEADERS = [
-    "Authorization",
-    "x-api-key",
-    "Content-Type",
-    "Last-Event-ID",
-    "Idempotency-Key",
-    "traceparent",
-]
-CORS_EXPOSED_HEADERS = [
-    "Location",
-    "Content-Location",
-    "Retry-After",
-    "WWW-Authenticate",
-    "RateLimit",
-    "RateLimit-Policy",
-]
+# itself: "*" does not cover it. The LangGraph SDKs send their key as x-api-key, and useStream
+# reads a new run's id from Content-Location (reconnectOnMount joins that run after a reload).
+CORS_REQUEST_HEADERS = ["Authorization", "x-api-key", "Content-Type", "Last-Event-ID", "Idempotency-Key", "traceparent"]
+CORS_EXPOSED_HEADERS = ["Location", "Content-Location", "Retry-After", "WWW-Authenticate", "RateLimit", "RateLimit-Policy"]
 CORS_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 MAX_REMEMBERED_ORIGINS = 1000  # a stream of made-up origins cannot grow the set without bound
 
@@ -68,11 +54,7 @@ class RefusedOrigins:
         if scope["type"] == "http" and scope["method"] == "OPTIONS":
             headers = dict(scope["headers"])
             origin = headers.get(b"origin", b"").decode("latin-1")
-            if (
-                origin
-                and b"access-control-request-method" in headers
-                and origin not in self.allowed
-            ):
+            if origin and b"access-control-request-method" in headers and origin not in self.allowed:
                 self._advise(origin, scope["path"])
         await self.app(scope, receive, send)
 

@@ -45,12 +45,7 @@ async def insert_key(engine: AsyncEngine, *, tenant_id: str, admin: bool = False
     if not tenant_id.strip():
         raise ValueError("the tenant must not be empty")
     key = KEY_PREFIX + secrets.token_urlsafe(32)
-    params = {
-        "tenant_id": tenant_id,
-        "key_hash": hash_key(key),
-        "prefix": key[:10],
-        "is_admin": admin,
-    }
+    params = {"tenant_id": tenant_id, "key_hash": hash_key(key), "prefix": key[:10], "is_admin": admin}
     async with engine.begin() as conn:
         await conn.execute(INSERT_KEY, params)
     return key
@@ -87,11 +82,7 @@ async def live_key(engine: AsyncEngine, key: str) -> Principal | None:
         return None
     async with one_statement(engine) as conn:
         row = (await conn.execute(FIND_LIVE_KEY, {"key_hash": hash_key(key)})).first()
-    return (
-        None
-        if row is None
-        else Principal(tenant_id=row.tenant_id, is_admin=row.is_admin, key_id=row.id)
-    )
+    return None if row is None else Principal(tenant_id=row.tenant_id, is_admin=row.is_admin, key_id=row.id)
 
 
 async def create_key(url: str, *, tenant_id: str, admin: bool = False) -> str:

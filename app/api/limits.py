@@ -39,20 +39,11 @@ class JsonBodies:
 def _has_body(scope: Scope) -> bool:
     headers = dict(scope["headers"])
     length = headers.get(b"content-length")
-    return (
-        length is not None and length.strip() not in (b"", b"0")
-    ) or b"transfer-encoding" in headers
+    return (length is not None and length.strip() not in (b"", b"0")) or b"transfer-encoding" in headers
 
 
 def is_json(scope: Scope) -> bool:
-    media = (
-        dict(scope["headers"])
-        .get(b"content-type", b"")
-        .split(b";", 1)[0]
-        .strip()
-        .lower()
-        .decode("latin-1")
-    )
+    media = dict(scope["headers"]).get(b"content-type", b"").split(b";", 1)[0].strip().lower().decode("latin-1")
     return media in JSON_TYPES or (media.startswith("application/") and media.endswith("+json"))
 
 

@@ -76,9 +76,7 @@ def exact(document: dict[str, Any], agents: list[str]) -> dict[str, Any]:
     for name in ("CreateRun", "CreateThreadRun", "ThreadTokenRequest", "ChatRequest"):
         agent = schemas.get(name, {}).get("properties", {}).get("agent")
         if agent is not None and agents:  # an optional agent: its string branch
-            next((o for o in agent.get("anyOf", []) if o.get("type") == "string"), agent)[
-                "enum"
-            ] = agents
+            next((o for o in agent.get("anyOf", []) if o.get("type") == "string"), agent)["enum"] = agents
     schemas["ServerSentEvent"] = SSE_EVENT
     schemas["JsonValue"] = JSON_VALUE
     for path in document.get("paths", {}).values():

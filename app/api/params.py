@@ -33,9 +33,7 @@ def uuid_path(description: str, example: str | None = None) -> Any:
 
 
 async def parse_run_id(  # async: a plain ``def`` dependency would hop to a worker thread
-    run_id: Annotated[
-        str, uuid_path("The run's id (a UUID)", "0b7c9a52-5b0c-4a8e-9c4e-2f7d3e1a6b10")
-    ],
+    run_id: Annotated[str, uuid_path("The run's id (a UUID)", "0b7c9a52-5b0c-4a8e-9c4e-2f7d3e1a6b10")],
 ) -> uuid.UUID:
     return parse_id(run_id, "run")
 
@@ -45,9 +43,7 @@ RunIdPath = Annotated[uuid.UUID, Depends(parse_run_id)]
 
 def encode_cursor(created_at: datetime, run_id: uuid.UUID) -> str:
     """The keyset position after a page, opaque to clients."""
-    return base64.urlsafe_b64encode(
-        json.dumps([created_at.isoformat(), str(run_id)]).encode()
-    ).decode()
+    return base64.urlsafe_b64encode(json.dumps([created_at.isoformat(), str(run_id)]).encode()).decode()
 
 
 def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
@@ -55,25 +51,19 @@ def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
         created_at, run_id = json.loads(base64.urlsafe_b64decode(cursor.encode("ascii")))
         position = datetime.fromisoformat(created_at), uuid.UUID(run_id)
     except (ValueError, TypeError, UnicodeError, binascii.Error) as exc:
-        raise ApiProblem(
-            400, "invalid_cursor", "the cursor is not one this API handed out"
-        ) from exc
+        raise ApiProblem(400, "invalid_cursor", "the cursor is not one this API handed out") from exc
     if position[0].tzinfo is None:
         raise ApiProblem(400, "invalid_cursor", "the cursor is not one this API handed out")
     return position
 
 
 Limit = Annotated[int, Query(ge=1, le=200)]
-Cursor = Annotated[
-    str | None, Query(max_length=512, description="`next_cursor` of the previous page")
-]
+Cursor = Annotated[str | None, Query(max_length=512, description="`next_cursor` of the previous page")]
 
 T = TypeVar("T")
 
 
-def page_of(
-    found: Sequence[T], limit: int, cursor_of: Callable[[T], str]
-) -> tuple[Sequence[T], str | None]:
+def page_of(found: Sequence[T], limit: int, cursor_of: Callable[[T], str]) -> tuple[Sequence[T], str | None]:
     """A list route reads ``limit + 1`` rows: the page is the first ``limit``, and the extra
     row, when it came, says another page follows; its cursor is the page's last row's."""
     page = found[:limit]

@@ -76,9 +76,7 @@ class Presence:
         self._slots.add(slot_id)
         return StreamSlot(slot_id, self._release_slot)
 
-    async def streaming(
-        self, tenant_id: str, respond: Callable[[], Awaitable[Response]]
-    ) -> Response:
+    async def streaming(self, tenant_id: str, respond: Callable[[], Awaitable[Response]]) -> Response:
         """Take a stream slot, then build the response with ``respond`` (which may create a run):
         the slot is given back when the response ends, or at once if building it fails, so a
         refused stream creates nothing and a failed request holds no slot."""
@@ -98,9 +96,7 @@ class Presence:
 
     def _start_detacher(self) -> None:
         if self._detacher is None or self._detacher.done():
-            self._detacher = asyncio.create_task(
-                self._detach_leaving(), name="runq-presence-detach"
-            )
+            self._detacher = asyncio.create_task(self._detach_leaving(), name="runq-presence-detach")
 
     async def _detach_leaving(self) -> None:
         await asyncio.sleep(0)  # streams closing in this same turn of the loop join the batch
@@ -111,9 +107,7 @@ class Presence:
                 await self._queue.detach_subscribers(leaving)
                 await self._queue.release_stream_slots(freed)
             except DatabaseUnavailable as exc:  # the rows age out after the presence TTL
-                log.warning(
-                    "could not detach %d closed streams: %s", len(leaving) + len(freed), exc
-                )
+                log.warning("could not detach %d closed streams: %s", len(leaving) + len(freed), exc)
 
     async def _refresh_forever(self) -> None:
         while True:
@@ -144,9 +138,7 @@ class StreamSlot:
 class _HoldingSlot(Response):
     """Sends the wrapped response, then releases the slot (also when cancelled midway)."""
 
-    def __init__(
-        self, inner: Response, slot: StreamSlot
-    ) -> None:  # no super(): nothing of its own to render
+    def __init__(self, inner: Response, slot: StreamSlot) -> None:  # no super(): nothing of its own to render
         self.inner = inner
         self.slot = slot
         self.status_code = inner.status_code

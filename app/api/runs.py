@@ -55,20 +55,12 @@ async def create_run(
     guard: UrlGuardDep,
     idempotency_key: Annotated[
         str | None,
-        Header(
-            min_length=1,
-            max_length=255,
-            description="Repeats with the same key return the same run",
-        ),
+        Header(min_length=1, max_length=255, description="Repeats with the same key return the same run"),
     ] = None,
 ) -> RunOut:
     """Create a run; it is pending at once and a worker picks it up."""
     new = await new_run(
-        body,
-        principal,
-        runtime,
-        guard,
-        idempotency_key,
+        body, principal, runtime, guard, idempotency_key,
         traceparent=run_traceparent(http_request.headers.get("traceparent")),
     )
     run, created = await runtime.queue.enqueue(new)
@@ -170,9 +162,7 @@ async def cancel_run(
     response_model=RunOut,
     responses=problems(400, 401, 403, 404, 409, 413, 422, 503),
 )
-async def resume_run(
-    caller: Resumer, run_id: RunIdPath, runtime: RuntimeDep, body: ResumeRun
-) -> RunOut:
+async def resume_run(caller: Resumer, run_id: RunIdPath, runtime: RuntimeDep, body: ResumeRun) -> RunOut:
     """Resume a waiting run with a value for its open wait; it is pending at once (docs/waits.md).
     Also with `?token=` from a stream token that has the `resume` scope, or with a thread token
     that has it, for a run of its thread."""
@@ -229,10 +219,8 @@ async def run_events(
     limit: Annotated[int, Query(ge=1, le=1000, description="page size of the JSON form")] = 100,
     keepalive: Annotated[
         Literal["comment", "event"],
-        Query(
-            description="how the stream's keep-alive is sent: a comment, or an event `ping` "
-            "(no id) that a browser EventSource can see"
-        ),
+        Query(description="how the stream's keep-alive is sent: a comment, or an event `ping` "
+              "(no id) that a browser EventSource can see"),
     ] = "comment",
     last_event_id: Annotated[str | None, Header(max_length=20)] = None,
 ) -> EventPage | Response:
@@ -263,9 +251,7 @@ async def run_events(
 
 
 @router.post(
-    "/runs/{run_id}/stream-token",
-    response_model=StreamToken,
-    responses=problems(400, 401, 404, 413, 422, 503),
+    "/runs/{run_id}/stream-token", response_model=StreamToken, responses=problems(400, 401, 404, 413, 422, 503)
 )
 async def create_stream_token(
     principal: Tenant,

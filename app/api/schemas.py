@@ -80,11 +80,7 @@ JSON_VALUE = {
         {"type": "boolean"},
         {"type": "null"},
         {"type": "array", "items": JSON_VALUE_REF},
-        {
-            "type": "object",
-            "additionalProperties": JSON_VALUE_REF,
-            "propertyNames": {"pattern": NO_NUL},
-        },
+        {"type": "object", "additionalProperties": JSON_VALUE_REF, "propertyNames": {"pattern": NO_NUL}},
     ],
 }
 
@@ -100,19 +96,11 @@ Storable = AfterValidator(_storable)
 # Text a request names that PostgreSQL stores or looks it up by (an AG-UI run id).
 StoredText = Annotated[str, Field(pattern=NO_NUL), Storable]
 StoredValue = Annotated[
-    Any,
-    WithJsonSchema({"allOf": [JSON_VALUE_REF]}),
-    Storable,  # a bare $ref would lose its description
+    Any, WithJsonSchema({"allOf": [JSON_VALUE_REF]}), Storable  # a bare $ref would lose its description
 ]
 StoredObject = Annotated[
     dict[str, Any],
-    WithJsonSchema(
-        {
-            "type": "object",
-            "additionalProperties": JSON_VALUE_REF,
-            "propertyNames": {"pattern": NO_NUL},
-        }
-    ),
+    WithJsonSchema({"type": "object", "additionalProperties": JSON_VALUE_REF, "propertyNames": {"pattern": NO_NUL}}),
     Storable,
 ]
 
@@ -126,8 +114,7 @@ class Budget(BaseModel):
     max_tool_calls: Annotated[int, Field(gt=0, le=1_000_000), Integral] | None = None
     deadline_s: Annotated[FiniteSeconds, Field(gt=0, le=365 * 86400)] | None = None
     max_tokens: Annotated[int, Field(gt=0, le=10**12), Integral] | None = Field(
-        default=None,
-        description="input plus output tokens over all attempts; past it the run ends dead (budget_exceeded)",
+        default=None, description="input plus output tokens over all attempts; past it the run ends dead (budget_exceeded)"
     )
 
 
@@ -178,10 +165,7 @@ def fields_of(model: type[BaseModel], source: object, **shaped: Any) -> dict[str
     """The values of a response model's fields, read by name from the domain object it shows,
     except those the API shows in a form of its own (``shaped``): a model's ``of`` names only
     what it changes, not every field again."""
-    return {
-        name: shaped[name] if name in shaped else getattr(source, name)
-        for name in model.model_fields
-    }
+    return {name: shaped[name] if name in shaped else getattr(source, name) for name in model.model_fields}
 
 
 class ResponseModel(BaseModel, Generic[D]):
@@ -197,9 +181,7 @@ class ResponseModel(BaseModel, Generic[D]):
 M = TypeVar("M", bound=ResponseModel[Any])
 
 
-def response_model(
-    domain: type, *, hide: Collection[str] = (), **shown: Any
-) -> Callable[[type[M]], type[M]]:
+def response_model(domain: type, *, hide: Collection[str] = (), **shown: Any) -> Callable[[type[M]], type[M]]:
     """Decorates a :class:`ResponseModel` subclass, which gives the name, docstring and ``of``:
     the model it returns has ``domain``'s fields, in their order and with their types and
     defaults, so that a field is written once. Not those in ``hide``; those in ``shown`` are
@@ -217,16 +199,8 @@ def response_model(
         return override if isinstance(override, tuple) else (override, default)
 
     def build(base: type[M]) -> type[M]:
-        definitions = {
-            f.name: definition(f) for f in dataclasses.fields(domain) if f.name not in hide
-        }
-        return create_model(
-            base.__name__,
-            __base__=base,
-            __module__=base.__module__,
-            __doc__=base.__doc__,
-            **definitions,
-        )
+        definitions = {f.name: definition(f) for f in dataclasses.fields(domain) if f.name not in hide}
+        return create_model(base.__name__, __base__=base, __module__=base.__module__, __doc__=base.__doc__, **definitions)
 
     return build
 
@@ -261,10 +235,7 @@ class Waitpoint(BaseModel):
     schedule_id=Field(description="the schedule that created the run"),
     thread_id=Field(description="the thread the run belongs to, if any"),
     usage=(UsageOut, Field(default_factory=UsageOut)),
-    waitpoint=(
-        Waitpoint | None,
-        Field(default=None, description="the open wait while `waiting` (docs/waits.md)"),
-    ),
+    waitpoint=(Waitpoint | None, Field(default=None, description="the open wait while `waiting` (docs/waits.md)")),
 )
 class RunOut(ResponseModel[Run]):
     """A run as tenants see it: never the worker's lease fields."""
@@ -304,9 +275,7 @@ class StreamTokenRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    scopes: Annotated[list[TokenScope], Field(min_length=1, max_length=2)] = Field(
-        default_factory=_read_only
-    )
+    scopes: Annotated[list[TokenScope], Field(min_length=1, max_length=2)] = Field(default_factory=_read_only)
 
 
 class StreamToken(BaseModel):
@@ -320,12 +289,8 @@ class ResumeRun(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    waitpoint_id: uuid.UUID | None = Field(
-        default=None, description="must name the open waitpoint, if given"
-    )
-    value: StoredValue = Field(
-        description="any JSON value; `ctx.wait_for` returns it", examples=[{"approved": True}]
-    )
+    waitpoint_id: uuid.UUID | None = Field(default=None, description="must name the open waitpoint, if given")
+    value: StoredValue = Field(description="any JSON value; `ctx.wait_for` returns it", examples=[{"approved": True}])
 
 
 class Health(BaseModel):

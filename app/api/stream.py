@@ -43,8 +43,7 @@ class Page:
 
 def encode(page: EventSlice, after: int) -> Page:
     body = b"".join(
-        ServerSentEvent(data=data, event=type_, id=str(seq)).encode()
-        for seq, type_, data in page.events
+        ServerSentEvent(data=data, event=type_, id=str(seq)).encode() for seq, type_, data in page.events
     )
     last_seq = page.events[-1][0] if page.events else None
     sent = after if last_seq is None else last_seq
@@ -60,10 +59,7 @@ def event_hub(dsn: str, queue: Queue) -> EventHub[Page | None]:
 
     async def read_batch(cursors: Sequence[Cursor]) -> list[Page | None]:
         pages = await queue.read_event_pages(cursors, limit=PAGE)
-        return [
-            None if p is None else encode(p, after)
-            for p, (_, after) in zip(pages, cursors, strict=True)
-        ]
+        return [None if p is None else encode(p, after) for p, (_, after) in zip(pages, cursors, strict=True)]
 
     return EventHub(dsn, read_batch)
 
@@ -141,9 +137,7 @@ async def follow_pages(
                 # NOTIFY wakes us; the poll only covers a lost notification, so it can be slow
                 # while LISTEN is up (a thousand streams polling fast would be a thousand reads).
                 wait_s = max(poll_s, LISTENING_POLL_S) if hub.connected.is_set() else poll_s
-                wait_s *= random.uniform(
-                    0.75, 1.25
-                )  # spread out: streams opened together poll apart
+                wait_s *= random.uniform(0.75, 1.25)  # spread out: streams opened together poll apart
                 with suppress(TimeoutError):
                     async with asyncio.timeout(wait_s):  # no task per wait, unlike wait_for
                         await wake.wait()

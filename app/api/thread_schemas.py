@@ -14,15 +14,11 @@ from app.domain import Thread, ThreadMessage
 
 # -- threads (docs/threads.md) -----------------------------------------------------------------
 
-MAX_MESSAGE_CHARS = (
-    100_000  # a prompt becomes a history message, sent to the model on every later run
-)
+MAX_MESSAGE_CHARS = 100_000  # a prompt becomes a history message, sent to the model on every later run
 # A chat frontend's own name for a thread; it travels in URL paths (/ai-sdk/chat/{id}/stream), so
 # printable ASCII without a slash.
 CHAT_ID_PATTERN = r"^[!-.0-~]+$"
-ChatId = Annotated[
-    str, Field(min_length=1, max_length=200, pattern=CHAT_ID_PATTERN, examples=["chat_8f3k2"])
-]
+ChatId = Annotated[str, Field(min_length=1, max_length=200, pattern=CHAT_ID_PATTERN, examples=["chat_8f3k2"])]
 
 
 class CreateThread(BaseModel):
@@ -32,8 +28,7 @@ class CreateThread(BaseModel):
 
     metadata: StoredObject = Field(default_factory=dict, examples=[{"user": "u_123"}])
     chat_id: ChatId | None = Field(
-        default=None,
-        description="a chat frontend's name for the thread, unique per tenant (409 chat_id_conflict)",
+        default=None, description="a chat frontend's name for the thread, unique per tenant (409 chat_id_conflict)"
     )
 
 
@@ -52,9 +47,7 @@ class ThreadOut(BaseModel):
     tenant_id: str
     metadata: dict[str, Any]
     chat_id: str | None
-    status: Literal["idle", "busy"] = Field(
-        description="busy while a run of the thread is not terminal"
-    )
+    status: Literal["idle", "busy"] = Field(description="busy while a run of the thread is not terminal")
     created_at: datetime
     updated_at: datetime
     last_run_id: uuid.UUID | None
@@ -78,9 +71,7 @@ class MessageOut(BaseModel):
     content: Any
     tool_calls: list[dict[str, Any]] | None
     tool_call_id: str | None
-    run_id: uuid.UUID | None = Field(
-        description="the run that added it (kept after retention purged the run)"
-    )
+    run_id: uuid.UUID | None = Field(description="the run that added it (kept after retention purged the run)")
     created_at: datetime
 
     @classmethod
@@ -139,20 +130,13 @@ class ThreadTokenRequest(BaseModel):
     @field_validator("input")
     @classmethod
     def _bounded(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if (
-            value is not None
-            and len(json.dumps(value, separators=(",", ":"))) > MAX_BOUND_INPUT_CHARS
-        ):
-            raise ValueError(
-                f"the bound input may hold at most {MAX_BOUND_INPUT_CHARS} characters of JSON"
-            )
+        if value is not None and len(json.dumps(value, separators=(",", ":"))) > MAX_BOUND_INPUT_CHARS:
+            raise ValueError(f"the bound input may hold at most {MAX_BOUND_INPUT_CHARS} characters of JSON")
         return value
 
 
 class ThreadToken(BaseModel):
-    token: str = Field(
-        description="`Authorization: Bearer <token>` or `?token=` on the thread's routes"
-    )
+    token: str = Field(description="`Authorization: Bearer <token>` or `?token=` on the thread's routes")
     expires_at: datetime
     thread_id: uuid.UUID
     scopes: list[ThreadScope]

@@ -36,16 +36,12 @@ router = APIRouter(tags=["threads"])
 
 IdempotencyKey = Annotated[
     str | None,
-    Header(
-        min_length=1, max_length=255, description="Repeats with the same key return the same object"
-    ),
+    Header(min_length=1, max_length=255, description="Repeats with the same key return the same object"),
 ]
 
 
 async def parse_thread_id(
-    thread_id: Annotated[
-        str, uuid_path("The thread's id (a UUID)", "5d1e0c7a-3f4b-4c2a-9e8d-1a2b3c4d5e6f")
-    ],
+    thread_id: Annotated[str, uuid_path("The thread's id (a UUID)", "5d1e0c7a-3f4b-4c2a-9e8d-1a2b3c4d5e6f")],
 ) -> uuid.UUID:
     return parse_id(thread_id, "thread")
 
@@ -74,9 +70,7 @@ async def create_thread(
         chat_id=body.chat_id,
         idempotency_key=idempotency_key,
         # without unset fields, so a repeat of a request from before chat ids has the same digest
-        request_digest=request_hash(body.model_dump(mode="json", exclude_none=True))
-        if idempotency_key
-        else None,
+        request_digest=request_hash(body.model_dump(mode="json", exclude_none=True)) if idempotency_key else None,
     )
     if not created:
         response.status_code = status.HTTP_200_OK
@@ -84,22 +78,16 @@ async def create_thread(
 
 
 @router.get("/threads", response_model=ThreadPage, responses=problems(400, 401, 422, 503))
-async def list_threads(
-    principal: Tenant, runtime: RuntimeDep, limit: Limit = 50, cursor: Cursor = None
-) -> ThreadPage:
+async def list_threads(principal: Tenant, runtime: RuntimeDep, limit: Limit = 50, cursor: Cursor = None) -> ThreadPage:
     """The tenant's threads, newest first."""
     found = await runtime.queue.list_threads(
-        tenant_id=principal.tenant_id,
-        limit=limit + 1,
-        before=decode_cursor(cursor) if cursor else None,
+        tenant_id=principal.tenant_id, limit=limit + 1, before=decode_cursor(cursor) if cursor else None
     )
     page, next_cursor = page_of(found, limit, keyset_cursor)
     return ThreadPage(items=[ThreadOut.of(t) for t in page], next_cursor=next_cursor)
 
 
-@router.get(
-    "/threads/{thread_id}", response_model=ThreadOut, responses=problems(401, 403, 404, 422, 503)
-)
+@router.get("/threads/{thread_id}", response_model=ThreadOut, responses=problems(401, 403, 404, 422, 503))
 async def get_thread(caller: Reader, thread_id: ThreadIdPath) -> ThreadOut:
     """The thread; also with a thread token of it (`read`)."""
     return ThreadOut.of(await caller.thread())
@@ -116,9 +104,7 @@ def _position(cursor: str | None) -> int | None:
 
 
 @router.get(
-    "/threads/{thread_id}/messages",
-    response_model=MessagePage,
-    responses=problems(400, 401, 403, 404, 422, 503),
+    "/threads/{thread_id}/messages", response_model=MessagePage, responses=problems(400, 401, 403, 404, 422, 503)
 )
 async def thread_messages(
     caller: Reader,
@@ -136,9 +122,7 @@ async def thread_messages(
 
 
 @router.get(
-    "/threads/{thread_id}/runs",
-    response_model=RunPage,
-    responses=problems(400, 401, 403, 404, 422, 503),
+    "/threads/{thread_id}/runs", response_model=RunPage, responses=problems(400, 401, 403, 404, 422, 503)
 )
 async def thread_runs(
     caller: Reader,
@@ -150,11 +134,7 @@ async def thread_runs(
 ) -> RunPage:
     """The thread's runs, newest (latest turn) first."""
     found = await runtime.queue.list_thread_runs(
-        thread_id,
-        tenant_id=caller.tenant_id,
-        status=status,
-        limit=limit + 1,
-        before_turn=_position(cursor),
+        thread_id, tenant_id=caller.tenant_id, status=status, limit=limit + 1, before_turn=_position(cursor)
     )
     page, next_cursor = page_of(found, limit, lambda turn_run: str(turn_run[0]))
     return RunPage(items=[RunOut.of(run) for _, run in page], next_cursor=next_cursor)
@@ -170,9 +150,7 @@ def check_message_sizes(body: CreateThreadRun) -> None:
     for text in texts:
         if isinstance(text, str) and len(text) > MAX_MESSAGE_CHARS:
             raise ApiProblem(
-                422,
-                "message_too_large",
-                f"a thread message may hold at most {MAX_MESSAGE_CHARS} characters",
+                422, "message_too_large", f"a thread message may hold at most {MAX_MESSAGE_CHARS} characters"
             )
 
 
@@ -201,19 +179,11 @@ async def create_thread_run(
     body = caller.run_body(body)
     check_message_sizes(body)
     new = await new_run(
-        body,
-        caller.principal,
-        runtime,
-        guard,
-        idempotency_key,
+        body, caller.principal, runtime, guard, idempotency_key,
         traceparent=run_traceparent(http_request.headers.get("traceparent")),
     )
-    run, created, cancelled = await runtime.queue.enqueue_in_thread(
-        thread_id, new, strategy=strategy
-    )
-    for (
-        stopped
-    ) in cancelled:  # pending runs a strategy cancelled now; leased ones end in their worker
+    run, created, cancelled = await runtime.queue.enqueue_in_thread(thread_id, new, strategy=strategy)
+    for stopped in cancelled:  # pending runs a strategy cancelled now; leased ones end in their worker
         count_ending(stopped)
     if created:
         RUNS_CREATED.labels(agent=run.agent).inc()
@@ -228,18 +198,14 @@ async def create_thread_run(
     response_class=Response,
     responses=problems(401, 404, 409, 422, 503),
 )
-async def delete_thread(
-    principal: Tenant, thread_id: ThreadIdPath, runtime: RuntimeDep
-) -> Response:
+async def delete_thread(principal: Tenant, thread_id: ThreadIdPath, runtime: RuntimeDep) -> Response:
     """Delete the thread with its messages and runs; 409 ``thread_busy`` while a run of it is in flight."""
     await runtime.queue.delete_thread(thread_id, tenant_id=principal.tenant_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.post(
-    "/threads/{thread_id}/token",
-    response_model=ThreadToken,
-    responses=problems(400, 401, 404, 413, 422, 503),
+    "/threads/{thread_id}/token", response_model=ThreadToken, responses=problems(400, 401, 404, 413, 422, 503)
 )
 async def create_thread_token(
     principal: Tenant,
@@ -253,12 +219,7 @@ async def create_thread_token(
     body = body or ThreadTokenRequest()
     settings = runtime.settings
     if body.agent is not None and body.agent not in settings.agent_registry:
-        raise ApiProblem(
-            422,
-            "unknown_agent",
-            f"no agent named {body.agent!r}",
-            agents=sorted(settings.agent_registry),
-        )
+        raise ApiProblem(422, "unknown_agent", f"no agent named {body.agent!r}", agents=sorted(settings.agent_registry))
     thread = await runtime.queue.get_thread(thread_id, tenant_id=principal.tenant_id)
     scopes = sorted(set(body.scopes))
     token, expires_at = issue_thread_token(
@@ -271,10 +232,5 @@ async def create_thread_token(
         input=body.input,
     )
     return ThreadToken(
-        token=token,
-        expires_at=expires_at,
-        thread_id=thread.id,
-        scopes=scopes,
-        agent=body.agent,
-        input=body.input,
+        token=token, expires_at=expires_at, thread_id=thread.id, scopes=scopes, agent=body.agent, input=body.input
     )

@@ -72,9 +72,7 @@ def _sign(secret: str, payload: str) -> str:
     return _b64(hmac.new(secret.encode(), payload.encode(), hashlib.sha256).digest())
 
 
-def _seal(
-    secret: str, claims: dict[str, Any], ttl_s: float, now: float | None
-) -> tuple[str, datetime]:
+def _seal(secret: str, claims: dict[str, Any], ttl_s: float, now: float | None) -> tuple[str, datetime]:
     """``claims`` with an expiry ``ttl_s`` from now, signed; the token and its expiry."""
     expires = (time.time() if now is None else now) + ttl_s
     payload = _b64(json.dumps(claims | {"e": expires}, separators=(",", ":")).encode())
@@ -98,9 +96,7 @@ def _open(secret: str, token: str, now: float | None) -> dict[str, Any]:
 
 def _check_scope(scopes: Iterable[str], scope: str) -> None:
     if scope not in scopes:
-        raise MissingScope(
-            f"the token does not allow {scope!r} (its scopes: {', '.join(sorted(scopes))})"
-        )
+        raise MissingScope(f"the token does not allow {scope!r} (its scopes: {', '.join(sorted(scopes))})")
 
 
 def issue_token(
@@ -116,9 +112,7 @@ def issue_token(
     return _seal(secret, {"r": str(run_id), "t": tenant_id, "s": sorted(set(scopes))}, ttl_s, now)
 
 
-def stream_token(
-    run: Run, settings: Settings, scopes: Sequence[TokenScope] = DEFAULT_SCOPES
-) -> StreamToken:
+def stream_token(run: Run, settings: Settings, scopes: Sequence[TokenScope] = DEFAULT_SCOPES) -> StreamToken:
     """The ``POST …/stream-token`` answer for ``run`` (tenant and admin routes alike)."""
     token, expires_at = issue_token(
         settings.secret_key or "",
@@ -165,12 +159,7 @@ def issue_thread_token(
     now: float | None = None,
 ) -> tuple[str, datetime]:
     """A thread token and its expiry."""
-    claims: dict[str, Any] = {
-        "k": THREAD_KIND,
-        "th": str(thread_id),
-        "t": tenant_id,
-        "s": sorted(set(scopes)),
-    }
+    claims: dict[str, Any] = {"k": THREAD_KIND, "th": str(thread_id), "t": tenant_id, "s": sorted(set(scopes))}
     if agent is not None:
         claims["a"] = agent
     if input is not None:

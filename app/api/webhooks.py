@@ -34,10 +34,7 @@ from app.guards.ssrf import UrlGuard, UrlRefused
 
 router = APIRouter(tags=["webhooks"])
 admin_router = APIRouter(
-    prefix="/admin",
-    tags=["admin"],
-    dependencies=[Depends(require_admin)],
-    responses=problems(401, 403, 503),
+    prefix="/admin", tags=["admin"], dependencies=[Depends(require_admin)], responses=problems(401, 403, 503)
 )
 
 DeliveryStatus = Literal["pending", "delivered", "failed", "stopped"]
@@ -89,9 +86,7 @@ def _secrets(runtime: RuntimeDep) -> TenantSecrets:
 
 def _unreadable(exc: SecretUnreadable) -> ApiProblem:
     return ApiProblem(
-        409,
-        "webhook_secret_unreadable",
-        f"{exc}; rotate it (POST /webhook-secret/rotate) for a new one",
+        409, "webhook_secret_unreadable", f"{exc}; rotate it (POST /webhook-secret/rotate) for a new one"
     )
 
 
@@ -111,17 +106,11 @@ async def rotate_secret(principal: Tenant, runtime: RuntimeDep) -> SecretOut:
     return SecretOut(secret=await _secrets(runtime).rotate(principal.tenant_id))
 
 
-@router.get(
-    "/runs/{run_id}/webhooks",
-    response_model=DeliveryPage,
-    responses=problems(400, 401, 404, 422, 503),
-)
+
+
+@router.get("/runs/{run_id}/webhooks", response_model=DeliveryPage, responses=problems(400, 401, 404, 422, 503))
 async def run_deliveries(
-    principal: Tenant,
-    run_id: RunIdPath,
-    runtime: RuntimeDep,
-    limit: Limit = 50,
-    cursor: Cursor = None,
+    principal: Tenant, run_id: RunIdPath, runtime: RuntimeDep, limit: Limit = 50, cursor: Cursor = None
 ) -> DeliveryPage:
     """The run's webhook deliveries, newest first."""
     run = await runtime.queue.get_run(run_id, tenant_id=principal.tenant_id)
@@ -138,9 +127,7 @@ async def run_deliveries(
 async def list_deliveries(
     runtime: RuntimeDep,
     status: DeliveryStatus | None = None,
-    tenant: Annotated[
-        str | None, Query(min_length=1, max_length=200, pattern=TENANT_PATTERN)
-    ] = None,
+    tenant: Annotated[str | None, Query(min_length=1, max_length=200, pattern=TENANT_PATTERN)] = None,
     run_id: uuid.UUID | None = None,
     limit: Limit = 50,
     cursor: Cursor = None,
@@ -161,14 +148,9 @@ async def parse_delivery_id(
 
 
 @admin_router.post(
-    "/webhooks/{delivery_id}/redeliver",
-    status_code=202,
-    response_model=DeliveryOut,
-    responses=problems(404, 409, 422),
+    "/webhooks/{delivery_id}/redeliver", status_code=202, response_model=DeliveryOut, responses=problems(404, 409, 422)
 )
-async def redeliver(
-    delivery_id: Annotated[uuid.UUID, Depends(parse_delivery_id)], runtime: RuntimeDep
-) -> DeliveryOut:
+async def redeliver(delivery_id: Annotated[uuid.UUID, Depends(parse_delivery_id)], runtime: RuntimeDep) -> DeliveryOut:
     """Send a failed, stopped or delivered delivery again, with the same `webhook-id` and a
     fresh retry window; a pending one is 409 `not_redeliverable`."""
     return DeliveryOut.of(await runtime.queue.redeliver(delivery_id))

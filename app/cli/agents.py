@@ -29,31 +29,20 @@ SERVED_COLUMNS = ("name", "input", "description")
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    agents = sub.add_parser(
-        "agents", help="the agents runq runs (the running runq dev's, else this configuration's)"
-    )
-    agents.add_argument(
-        "--json", action="store_true", help="machine-readable output, with the input schemas"
-    )
-    agents.add_argument(
-        "--local", action="store_true", help="this configuration's agents, even beside a runq dev"
-    )
+    agents = sub.add_parser("agents", help="the agents runq runs (the running runq dev's, else this configuration's)")
+    agents.add_argument("--json", action="store_true", help="machine-readable output, with the input schemas")
+    agents.add_argument("--local", action="store_true", help="this configuration's agents, even beside a runq dev")
 
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
     served = None if args.local else _served(settings)
     if served is not None:
         api, rows = served
-        print(
-            f"the agents of the API at {api} (runq dev; --local for this configuration's)",
-            file=sys.stderr,
-        )
+        print(f"the agents of the API at {api} (runq dev; --local for this configuration's)", file=sys.stderr)
         print_json(rows) if args.json else print_table(rows, SERVED_COLUMNS)
         return 0
     share_model_settings(settings)
-    rows = [
-        _row(name, target, settings) for name, target in sorted(settings.agent_registry.items())
-    ]
+    rows = [_row(name, target, settings) for name, target in sorted(settings.agent_registry.items())]
     if args.json:
         print_json(rows)
     else:
@@ -73,9 +62,7 @@ def _served(settings: Settings) -> tuple[str, list[dict[str, Any]]] | None:
     if key is None:
         return None
     try:
-        response = httpx.get(
-            f"{api}/agents", headers={"Authorization": f"Bearer {key}"}, timeout=10
-        )
+        response = httpx.get(f"{api}/agents", headers={"Authorization": f"Bearer {key}"}, timeout=10)
     except httpx.HTTPError:
         return None
     if response.status_code != 200:
@@ -93,25 +80,13 @@ def _served(settings: Settings) -> tuple[str, list[dict[str, Any]]] | None:
 
 
 def _row(name: str, target: str, settings: Settings) -> dict[str, Any]:
-    registered = (
-        "built-in"
-        if BUILTIN_AGENTS.get(name) == target and name not in settings.agents
-        else "RUNQ_AGENTS"
-    )
+    registered = "built-in" if BUILTIN_AGENTS.get(name) == target and name not in settings.agents else "RUNQ_AGENTS"
     row: dict[str, Any] = {"name": name, "target": target, "registered": registered}
     try:
         agent = load_agents({name: target})[name]
     except AgentImportError as exc:
-        return row | {
-            "input": None,
-            "origin": f"cannot be imported: {exc.__cause__ or exc}",
-            "error": str(exc),
-        }
-    return row | {
-        "input": _input(agent),
-        "origin": agent.origin,
-        "input_schema": agent.schema and agent.schema.json_schema,
-    }
+        return row | {"input": None, "origin": f"cannot be imported: {exc.__cause__ or exc}", "error": str(exc)}
+    return row | {"input": _input(agent), "origin": agent.origin, "input_schema": agent.schema and agent.schema.json_schema}
 
 
 def _input(agent: RegisteredAgent) -> str:

@@ -34,12 +34,8 @@ from app.devmodel.endpoint import dev_model_env, model_configured, use_dev_model
 from app.devmodel.server import ModelServer
 from app.settings import Settings
 
-STARTUP_TIMEOUT_S = (
-    180.0  # a framework agent (pydantic-ai, langgraph) imports for many seconds on a busy machine
-)
-LANGGRAPH_CONFIG = (
-    "langgraph.json"  # read from the folder `runq dev` starts in, as `langgraph dev` does
-)
+STARTUP_TIMEOUT_S = 180.0  # a framework agent (pydantic-ai, langgraph) imports for many seconds on a busy machine
+LANGGRAPH_CONFIG = "langgraph.json"  # read from the folder `runq dev` starts in, as `langgraph dev` does
 API_STOP_S = 15.0  # uvicorn closes open SSE streams at shutdown
 STOP_MARGIN_S = 5.0  # beyond the worker's grace, for releasing leases and exiting
 
@@ -56,9 +52,7 @@ def run_dev(settings: Settings, *, host: str, port: int, concurrency: int) -> in
     stop = _StopSignal()
     if settings.langgraph_config is None and Path(LANGGRAPH_CONFIG).is_file():
         # A LangGraph app's folder: its graphs served as `langgraph dev` would (DESIGN §17).
-        settings = settings.model_copy(
-            update={"langgraph_config": Path(LANGGRAPH_CONFIG).resolve()}
-        )
+        settings = settings.model_copy(update={"langgraph_config": Path(LANGGRAPH_CONFIG).resolve()})
     with open_database(settings, create=True, command="runq dev") as db:
         if db.served_by is not None:
             owner = db.served_by
@@ -75,20 +69,13 @@ def run_dev(settings: Settings, *, host: str, port: int, concurrency: int) -> in
         with _model(settings) as model:
             if model:
                 use_dev_model(settings, model)
-            start_agents(
-                settings
-            )  # one that cannot be imported: refuse, rather than fail every run
-            env = os.environ | {
-                "RUNQ_DATABASE_URL": db.url,
-                "RUNQ_SECRET_KEY": settings.secret_key or "",
-            }
+            start_agents(settings)  # one that cannot be imported: refuse, rather than fail every run
+            env = os.environ | {"RUNQ_DATABASE_URL": db.url, "RUNQ_SECRET_KEY": settings.secret_key or ""}
             if settings.langgraph_config is not None:
                 env["RUNQ_LANGGRAPH_CONFIG"] = str(settings.langgraph_config)
             env |= dev_model_env(model, settings) if model else {}
             banner = Banner(key, reused, folder / DEV_KEY_FILE, db, model, settings)
-            return _serve(
-                settings, env, banner, host=host, port=port, concurrency=concurrency, stop=stop
-            )
+            return _serve(settings, env, banner, host=host, port=port, concurrency=concurrency, stop=stop)
 
 
 @contextmanager
@@ -102,24 +89,14 @@ def _model(settings: Settings) -> Iterator[str | None]:
 
 
 def _serve(
-    settings: Settings,
-    env: Mapping[str, str],
-    banner: Banner,
-    *,
-    host: str,
-    port: int,
-    concurrency: int,
-    stop: _StopSignal,
+    settings: Settings, env: Mapping[str, str], banner: Banner, *, host: str, port: int, concurrency: int, stop: _StopSignal
 ) -> int:
     """Start the API and the worker, print the banner once they are up, supervise, stop them."""
     children = {
         "api": subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "app.main:app", "--host", host, "--port", str(port)],
-            env=env,
+            [sys.executable, "-m", "uvicorn", "app.main:app", "--host", host, "--port", str(port)], env=env
         ),
-        "worker": subprocess.Popen(
-            [sys.executable, "-m", "app.worker", "--concurrency", str(concurrency)], env=env
-        ),
+        "worker": subprocess.Popen([sys.executable, "-m", "app.worker", "--concurrency", str(concurrency)], env=env),
     }
     try:
         base = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
@@ -139,19 +116,14 @@ def _serve(
         _stop_all(children, stop, {"api": API_STOP_S, "worker": grace + STOP_MARGIN_S})
 
 
-def _supervise(
-    children: Mapping[str, subprocess.Popen[bytes]], db: Database, stop: _StopSignal
-) -> int:
+def _supervise(children: Mapping[str, subprocess.Popen[bytes]], db: Database, stop: _StopSignal) -> int:
     while not stop.requested:
         for name, child in children.items():
             if child.poll() is not None:
                 print(f"runq dev: the {name} exited with {child.returncode}", file=sys.stderr)
                 return 1
         if not db.alive:
-            print(
-                f"runq dev: the embedded PostgreSQL exited; see {db.data_dir}/pgdata.log",
-                file=sys.stderr,
-            )
+            print(f"runq dev: the embedded PostgreSQL exited; see {db.data_dir}/pgdata.log", file=sys.stderr)
             return 1
         time.sleep(0.2)
     return 0
@@ -189,9 +161,7 @@ class _StopSignal:
         self.count += 1
 
 
-def _wait_healthy(
-    base: str, children: dict[str, subprocess.Popen[bytes]], stop: _StopSignal
-) -> bool:
+def _wait_healthy(base: str, children: dict[str, subprocess.Popen[bytes]], stop: _StopSignal) -> bool:
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while time.monotonic() < deadline and not stop.requested:
         if any(child.poll() is not None for child in children.values()):
@@ -209,9 +179,7 @@ def _wait_healthy(
 
 
 def _stop_all(
-    children: Mapping[str, subprocess.Popen[bytes]],
-    stop: _StopSignal,
-    timeouts: Mapping[str, float],
+    children: Mapping[str, subprocess.Popen[bytes]], stop: _StopSignal, timeouts: Mapping[str, float]
 ) -> None:
     """SIGTERM each child, then SIGKILL the ones still running after their own timeout."""
     for child in children.values():
@@ -220,9 +188,7 @@ def _stop_all(
     started = time.monotonic()
     while any(child.poll() is None for child in children.values()):
         for name, child in children.items():
-            if child.poll() is None and (
-                stop.forced or time.monotonic() - started > timeouts[name]
-            ):
+            if child.poll() is None and (stop.forced or time.monotonic() - started > timeouts[name]):
                 print(f"runq dev: killing the {name}", file=sys.stderr)
                 child.kill()
                 child.wait()

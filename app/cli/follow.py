@@ -48,12 +48,8 @@ def add_parser(runs_sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "terminal event; 1 with the problem's code on an error.",
     )
     follow.add_argument("run_id", type=uuid.UUID)
-    follow.add_argument(
-        "--after", type=int, default=0, metavar="N", help="start after seq N (default 0: all)"
-    )
-    follow.add_argument(
-        "--json", action="store_true", help="one JSON object {seq, type, data} per line"
-    )
+    follow.add_argument("--after", type=int, default=0, metavar="N", help="start after seq N (default 0: all)")
+    follow.add_argument("--json", action="store_true", help="one JSON object {seq, type, data} per line")
     follow.add_argument("--url", default=os.environ.get("RUNQ_URL"), help="the API (RUNQ_URL)")
     follow.add_argument("--key", default=os.environ.get("RUNQ_KEY"), help="an API key (RUNQ_KEY)")
 
@@ -74,10 +70,7 @@ def follow_api(args: argparse.Namespace, url: str) -> int:
         print(f"runq: {INSTALL_HINT}", file=sys.stderr)
         return 1
     if refused := _refuses_connections(url):
-        print(
-            f"runq: connection_error: {url} refuses connections ({refused}); is the API running?",
-            file=sys.stderr,
-        )
+        print(f"runq: connection_error: {url} refuses connections ({refused}); is the API running?", file=sys.stderr)
         return 1
     try:
         with Client(url.rstrip("/"), args.key, retry=RetryPolicy(max_retries=RETRIES)) as client:
@@ -92,10 +85,7 @@ def follow_api(args: argparse.Namespace, url: str) -> int:
 def _refuses_connections(url: str) -> str | None:
     """Why the API's port refused every connection of a short first round, or None once one opens."""
     parts = urlsplit(url)
-    address = (
-        parts.hostname or "127.0.0.1",
-        parts.port or (443 if parts.scheme == "https" else 80),
-    )
+    address = (parts.hostname or "127.0.0.1", parts.port or (443 if parts.scheme == "https" else 80))
     for pause in (*REFUSALS, None):
         try:
             socket.create_connection(address, timeout=5).close()

@@ -27,9 +27,7 @@ MAX_SHOWN = 1000
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     webhooks = sub.add_parser("webhooks", help="webhook signing secrets")
     webhooks_sub = webhooks.add_subparsers(dest="webhooks_command", required=True)
-    secret = webhooks_sub.add_parser(
-        "secret", help="print a tenant's signing secret (created on first use)"
-    )
+    secret = webhooks_sub.add_parser("secret", help="print a tenant's signing secret (created on first use)")
     secret.add_argument("--tenant", required=True)
 
     schedules = sub.add_parser("schedules", help="recurring runs")
@@ -64,11 +62,7 @@ async def run(queue: Queue, settings: Settings, args: argparse.Namespace) -> int
     if args.command == "threads":
         return await _threads(queue, args)
     if args.schedules_command == "list":
-        return _print_list(
-            await queue.list_schedules(tenant_id=args.tenant, limit=args.limit),
-            SCHEDULE_COLUMNS,
-            args,
-        )
+        return _print_list(await queue.list_schedules(tenant_id=args.tenant, limit=args.limit), SCHEDULE_COLUMNS, args)
     if args.schedules_command == "delete":
         await queue.delete_schedule(args.schedule_id, tenant_id=None)
         print(f"deleted schedule {args.schedule_id}")
@@ -82,9 +76,7 @@ async def run(queue: Queue, settings: Settings, args: argparse.Namespace) -> int
 
 async def _threads(queue: Queue, args: argparse.Namespace) -> int:
     if args.threads_command == "list":
-        return _print_list(
-            await queue.list_threads(tenant_id=args.tenant, limit=args.limit), THREAD_COLUMNS, args
-        )
+        return _print_list(await queue.list_threads(tenant_id=args.tenant, limit=args.limit), THREAD_COLUMNS, args)
     thread = await queue.get_thread(args.thread_id, tenant_id=None)
     messages = await queue.thread_messages(thread.id, tenant_id=None, limit=MAX_SHOWN)
     runs = await queue.list_thread_runs(thread.id, tenant_id=None, limit=MAX_SHOWN)
@@ -93,13 +85,9 @@ async def _threads(queue: Queue, args: argparse.Namespace) -> int:
         return 0
     print_table([dataclasses.asdict(thread)], THREAD_COLUMNS)
     print()
-    print_table(
-        [{"index": m.index, "run_id": m.run_id, **m.message} for m in messages], MESSAGE_COLUMNS
-    )
+    print_table([{"index": m.index, "run_id": m.run_id, **m.message} for m in messages], MESSAGE_COLUMNS)
     print()
-    print_table(
-        [{"turn": turn, **dataclasses.asdict(run)} for turn, run in runs], THREAD_RUN_COLUMNS
-    )
+    print_table([{"turn": turn, **dataclasses.asdict(run)} for turn, run in runs], THREAD_RUN_COLUMNS)
     return 0
 
 

@@ -56,9 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     dev.add_argument("--port", type=int, default=8000)
     dev.add_argument("--concurrency", type=int, default=4, help="the worker's run slots")
 
-    keys = sub.add_parser("keys", help="API keys").add_subparsers(
-        dest="keys_command", required=True
-    )
+    keys = sub.add_parser("keys", help="API keys").add_subparsers(dest="keys_command", required=True)
     create = keys.add_parser("create", help="create a key and print it (the only time it is shown)")
     create.add_argument("--tenant", required=True)
     create.add_argument("--admin", action="store_true", help="the key also reaches /admin")
@@ -75,40 +73,19 @@ def _parser() -> argparse.ArgumentParser:
     runs_list.add_argument("--status", choices=[s.value for s in Status])
     runs_list.add_argument("--tenant")
     runs_list.add_argument("--limit", type=int, default=50)
-    for name, text in (
-        ("show", "one run"),
-        ("cancel", "cancel a run"),
-        ("requeue", "requeue a dead or cancelled run"),
-    ):
+    for name, text in (("show", "one run"), ("cancel", "cancel a run"), ("requeue", "requeue a dead or cancelled run")):
         runs_sub.add_parser(name, help=text).add_argument("run_id", type=uuid.UUID)
     resume = runs_sub.add_parser("resume", help="resume a waiting run with a value for its wait")
     resume.add_argument("run_id", type=uuid.UUID)
-    resume.add_argument(
-        "--value",
-        type=parse_json,
-        required=True,
-        metavar="JSON",
-        help="e.g. '{\"approved\": true}'",
-    )
-    resume.add_argument(
-        "--waitpoint-id", type=uuid.UUID, help="only if this is still the open wait"
-    )
+    resume.add_argument("--value", type=parse_json, required=True, metavar="JSON", help='e.g. \'{"approved": true}\'')
+    resume.add_argument("--waitpoint-id", type=uuid.UUID, help="only if this is still the open wait")
     sub.add_parser("workers", help="workers that are up (idle ones too) and their live leases")
     sub.add_parser("stats", help="queue depth, in-flight per tenant, oldest pending age")
     purge = sub.add_parser("purge", help="delete finished runs and their events older than an age")
-    purge.add_argument(
-        "--older-than", type=parse_duration, required=True, metavar="AGE", help="e.g. 30d, 12h, 90m"
-    )
-    purge.add_argument(
-        "--dry-run", action="store_true", help="count what would be deleted, delete nothing"
-    )
+    purge.add_argument("--older-than", type=parse_duration, required=True, metavar="AGE", help="e.g. 30d, 12h, 90m")
+    purge.add_argument("--dry-run", action="store_true", help="count what would be deleted, delete nothing")
     purge.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    for command in (
-        *runs_sub.choices.values(),
-        sub.choices["workers"],
-        sub.choices["stats"],
-        purge,
-    ):
+    for command in (*runs_sub.choices.values(), sub.choices["workers"], sub.choices["stats"], purge):
         command.add_argument("--json", action="store_true", help="machine-readable output")
     cli_follow.add_parser(runs_sub)
     cli_hooks.add_parsers(sub)
@@ -144,9 +121,7 @@ async def _operate(url: str, args: argparse.Namespace) -> int:
                 return 0
             action = {
                 "show": lambda: queue.get_run(args.run_id, tenant_id=None),
-                "cancel": lambda: queue.request_cancel(
-                    args.run_id, tenant_id=None, reason="operator"
-                ),
+                "cancel": lambda: queue.request_cancel(args.run_id, tenant_id=None, reason="operator"),
                 "requeue": lambda: queue.requeue(args.run_id),
                 "resume": lambda: _resume(queue, args),
             }[args.runs_command]
@@ -162,16 +137,10 @@ async def _operate(url: str, args: argparse.Namespace) -> int:
             if args.json:
                 print_json(workers)
             else:
-                print_table(
-                    [_worker_row(w) for w in workers],
-                    ("worker", "slots", "version", "started_at", "last_beat_at"),
-                )
+                print_table([_worker_row(w) for w in workers], ("worker", "slots", "version", "started_at", "last_beat_at"))
                 print()
                 rows = [{"worker": w.worker_id, **lease} for w in workers for lease in w.leases]
-                print_table(
-                    rows,
-                    ("worker", "run_id", "tenant_id", "attempt", "lease_age_s", "heartbeat_at"),
-                )
+                print_table(rows, ("worker", "run_id", "tenant_id", "attempt", "lease_age_s", "heartbeat_at"))
             return 0
         if args.command == "stats":
             stats = await queue.stats()
@@ -179,18 +148,10 @@ async def _operate(url: str, args: argparse.Namespace) -> int:
                 print_json(stats)
             else:
                 print_table([stats.by_status], [s.value for s in Status])
-                print(
-                    f"\noldest pending: {stats.oldest_pending_age_s:.1f} s   dead in the last hour: {stats.dead_last_hour}\n"
-                )
-                print_table(
-                    [{"tenant": t, "in_flight": n} for t, n in stats.inflight_by_tenant.items()],
-                    ("tenant", "in_flight"),
-                )
+                print(f"\noldest pending: {stats.oldest_pending_age_s:.1f} s   dead in the last hour: {stats.dead_last_hour}\n")
+                print_table([{"tenant": t, "in_flight": n} for t, n in stats.inflight_by_tenant.items()], ("tenant", "in_flight"))
                 print("\nusage in the last 24 h:")
-                print_table(
-                    [{"tenant": t, **u.as_dict()} for t, u in stats.usage_last_24h.items()],
-                    ("tenant", *Usage._fields),
-                )
+                print_table([{"tenant": t, **u.as_dict()} for t, u in stats.usage_last_24h.items()], ("tenant", *Usage._fields))
             return 0
         if args.command == "purge":
             return await _purge(queue, args)
@@ -209,13 +170,8 @@ async def _resume(queue: Queue, args: argparse.Namespace) -> Run:
 def _worker_row(worker: WorkerView) -> dict[str, object]:
     """Slots as ``in use/total``; ``-`` for a worker that holds leases but is not registered."""
     slots = f"{worker.slots_in_use}/{worker.slots}" if worker.slots is not None else None
-    return {
-        "worker": worker.worker_id,
-        "slots": slots,
-        "version": worker.version,
-        "started_at": worker.started_at,
-        "last_beat_at": worker.last_beat_at,
-    }
+    return {"worker": worker.worker_id, "slots": slots, "version": worker.version,
+            "started_at": worker.started_at, "last_beat_at": worker.last_beat_at}
 
 
 async def _purge(queue: Queue, args: argparse.Namespace) -> int:
@@ -225,17 +181,13 @@ async def _purge(queue: Queue, args: argparse.Namespace) -> int:
         if args.json:
             print_json({"would_purge": due})
         else:
-            print(
-                f"would purge {due} finished runs older than {args.older_than:g} s (nothing deleted)"
-            )
+            print(f"would purge {due} finished runs older than {args.older_than:g} s (nothing deleted)")
         return 0
     if due and not args.yes:
         if not sys.stdin.isatty():
             print(f"runq: purge would delete {due} runs; pass --yes to confirm", file=sys.stderr)
             return 1
-        answer = await asyncio.to_thread(
-            input, f"Delete {due} finished runs and their events? [y/N] "
-        )
+        answer = await asyncio.to_thread(input, f"Delete {due} finished runs and their events? [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
             print("nothing deleted", file=sys.stderr)
             return 1
@@ -259,14 +211,8 @@ def _keys(url: str, args: argparse.Namespace) -> int:
         key = asyncio.run(create_key(url, tenant_id=args.tenant, admin=args.admin))
         print_json({"key": key}) if args.json else print(key)
         return 0
-    keys = (
-        [asyncio.run(revoke_key(url, args.key))]
-        if args.keys_command == "revoke"
-        else asyncio.run(list_keys(url, tenant_id=args.tenant))
-    )
-    print_json(keys) if args.json else print_table(
-        [dataclasses.asdict(k) for k in keys], KEY_COLUMNS
-    )
+    keys = [asyncio.run(revoke_key(url, args.key))] if args.keys_command == "revoke" else asyncio.run(list_keys(url, tenant_id=args.tenant))
+    print_json(keys) if args.json else print_table([dataclasses.asdict(k) for k in keys], KEY_COLUMNS)
     return 0
 
 
@@ -286,9 +232,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
         return run_dev(settings, host=args.host, port=args.port, concurrency=args.concurrency)
 
-    with database(
-        settings, create=args.command == "migrate", command=f"runq {args.command}"
-    ) as url:
+    with database(settings, create=args.command == "migrate", command=f"runq {args.command}") as url:
         if args.command == "migrate":
             from app.db.migrate import upgrade
 
@@ -332,3 +276,4 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"runq: {describe_error(exc)}", file=sys.stderr)
         return 1
+

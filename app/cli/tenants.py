@@ -33,12 +33,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     limits.add_argument("tenant")
     for name in LIMIT_NAMES:
         # absent unless given, so that "default" (None) is a change and silence is none
-        limits.add_argument(
-            f"--{name.replace('_', '-')}",
-            type=_limit,
-            metavar="N|default",
-            default=argparse.SUPPRESS,
-        )
+        limits.add_argument(f"--{name.replace('_', '-')}", type=_limit, metavar="N|default", default=argparse.SUPPRESS)
     for command in tenants_sub.choices.values():
         command.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -60,10 +55,7 @@ async def run(queue: Queue, args: argparse.Namespace) -> int:
 
 
 def _typed(changes: dict[str, float | None]) -> dict[str, float | int | None]:
-    return {
-        name: (value if value is None or name == "create_per_s" else int(value))
-        for name, value in changes.items()
-    }
+    return {name: (value if value is None or name == "create_per_s" else int(value)) for name, value in changes.items()}
 
 
 def _row(view: TenantLimitsOut) -> dict[str, object]:

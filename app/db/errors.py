@@ -76,8 +76,6 @@ def translated() -> Iterator[None]:
         raise
     except Exception as exc:
         if database_down(exc):
-            detail = (
-                exc.orig if isinstance(exc, sa_exc.DBAPIError) and exc.orig is not None else exc
-            )
+            detail = exc.orig if isinstance(exc, sa_exc.DBAPIError) and exc.orig is not None else exc
             raise DatabaseUnavailable(str(detail)) from exc
         raise

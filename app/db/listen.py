@@ -47,12 +47,8 @@ async def listen_forever(
 
         try:
             await _listen_once(
-                dsn,
-                channels,
-                application_name=application_name,
-                on_connect=up,
-                probe_s=probe_s,
-                connect_timeout_s=connect_timeout_s,
+                dsn, channels, application_name=application_name, on_connect=up,
+                probe_s=probe_s, connect_timeout_s=connect_timeout_s,
             )
         except Exception as exc:  # whatever broke the connection, this loop must live on
             if connected_at is not None and time.monotonic() - connected_at > probe_s:
@@ -87,9 +83,7 @@ async def _listen_once(
     conn.add_termination_listener(lambda _conn: lost.set())
     try:
         for channel, handler in channels.items():
-            await conn.add_listener(
-                channel, lambda _c, _pid, _ch, payload, handler=handler: handler(payload)
-            )
+            await conn.add_listener(channel, lambda _c, _pid, _ch, payload, handler=handler: handler(payload))
         on_connect()
         while not lost.is_set():
             with contextlib.suppress(TimeoutError):

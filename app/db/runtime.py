@@ -234,3 +234,4 @@ def _started(pid: int) -> int | None:
 def _alive(pid: int, started: int | None) -> bool:
     now = _started(pid)
     return now is not None and (started is None or now == started)
+

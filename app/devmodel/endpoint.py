@@ -19,11 +19,7 @@ def dev_model_env(base_url: str, settings: Settings) -> dict[str, str]:
     """The ``RUNQ_OPENAI_*`` variables that point the API and the workers at the development
     model (a model name the user set is kept: the development model answers to any)."""
     model = settings.openai_model if "openai_model" in settings.model_fields_set else DEV_MODEL_NAME
-    return {
-        "RUNQ_OPENAI_BASE_URL": base_url,
-        "RUNQ_OPENAI_API_KEY": DEV_API_KEY,
-        "RUNQ_OPENAI_MODEL": model,
-    }
+    return {"RUNQ_OPENAI_BASE_URL": base_url, "RUNQ_OPENAI_API_KEY": DEV_API_KEY, "RUNQ_OPENAI_MODEL": model}
 
 
 def use_dev_model(settings: Settings, base_url: str) -> None:

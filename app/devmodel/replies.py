@@ -48,27 +48,19 @@ def answer(body: Mapping[str, Any], *, piece: int = 4) -> Answer:
     prompt = _text(last.get("content")) if last.get("role") == "user" else ""
     call = _chosen_call(prompt, tools, body.get("tool_choice"), turn=len(messages))
     if call is not None:
-        return Answer(
-            tool_calls=[call], usage=(prompt_tokens, _words(call.arguments_json)), piece=piece
-        )
+        return Answer(tool_calls=[call], usage=(prompt_tokens, _words(call.arguments_json)), piece=piece)
     text = f"You said: {prompt.strip()}\n\n{HINT}" if prompt.strip() else HINT
     return Answer(text=text, usage=(prompt_tokens, _words(text)), piece=piece)
 
 
-def _chosen_call(
-    prompt: str, tools: Mapping[str, dict[str, Any]], choice: object, *, turn: int
-) -> ToolCall | None:
+def _chosen_call(prompt: str, tools: Mapping[str, dict[str, Any]], choice: object, *, turn: int) -> ToolCall | None:
     if not tools:
         return None
     call_id = f"call_{turn}"
     explicit = CALL.search(prompt)
     if explicit and explicit[1] in tools:
         arguments = _json_object(explicit[2]) if explicit[2] else None
-        return ToolCall(
-            call_id,
-            explicit[1],
-            arguments if arguments is not None else _arguments(prompt, tools[explicit[1]]),
-        )
+        return ToolCall(call_id, explicit[1], arguments if arguments is not None else _arguments(prompt, tools[explicit[1]]))
     lowered = prompt.lower()
     for name, schema in tools.items():
         spoken = name.lower().replace("_", " ")
@@ -106,9 +98,7 @@ def _after_name(name: str, words: Sequence[str]) -> str | None:
     one with a digit first ("the status of order 42" gives ``42``, not ``status``)."""
     spoken = {name.lower(), name.split("_")[0].lower()}
     following = [words[i + 1] for i, word in enumerate(words[:-1]) if word.lower() in spoken]
-    return next((word for word in following if any(c.isdigit() for c in word)), None) or next(
-        iter(following), None
-    )
+    return next((word for word in following if any(c.isdigit() for c in word)), None) or next(iter(following), None)
 
 
 def _typed(value: str, kind: str) -> Any:

@@ -55,16 +55,10 @@ class ModelServer:
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind((host, port))
         config = uvicorn.Config(
-            self._app,
-            interface="asgi3",
-            log_level="warning",
-            lifespan="off",
-            timeout_graceful_shutdown=2,
+            self._app, interface="asgi3", log_level="warning", lifespan="off", timeout_graceful_shutdown=2
         )
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True
-        )
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True)
 
     @property
     def base_url(self) -> str:
@@ -93,9 +87,7 @@ class ModelServer:
         if not request.body.get("stream"):
             await send_json(send, 200, completion(answer, model=model))
             return
-        await stream(
-            send, Chunks(model).all(answer, include_usage=request.include_usage), pause_s=0.01
-        )
+        await stream(send, Chunks(model).all(answer, include_usage=request.include_usage), pause_s=0.01)
 
     async def _app(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -146,21 +138,16 @@ async def stream(send: Send, chunks: Iterable[bytes], *, pause_s: float, end: bo
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-async def send_json(
-    send: Send, status: int, body: dict[str, Any], headers: Iterable[tuple[bytes, bytes]] = ()
-) -> None:
+async def send_json(send: Send, status: int, body: dict[str, Any], headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
     await send_bytes(send, status, json.dumps(body).encode(), headers)
 
 
-async def send_error(
-    send: Send, status: int, message: str, headers: Iterable[tuple[bytes, bytes]] = ()
-) -> None:
+async def send_error(send: Send, status: int, message: str, headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
     await send_bytes(send, status, error_body(message), headers)
 
 
-async def send_bytes(
-    send: Send, status: int, body: bytes, headers: Iterable[tuple[bytes, bytes]]
-) -> None:
+async def send_bytes(send: Send, status: int, body: bytes, headers: Iterable[tuple[bytes, bytes]]) -> None:
     start = [(b"content-type", b"application/json"), *headers]
     await send({"type": "http.response.start", "status": status, "headers": start})
     await send({"type": "http.response.body", "body": body})
+

@@ -47,9 +47,7 @@ class Answer:
 class Chunks:
     """The chunks of one streamed response, sharing its id, creation time and model name."""
 
-    def __init__(
-        self, model: str, *, chunk_id: str | None = None, created: int | None = None
-    ) -> None:
+    def __init__(self, model: str, *, chunk_id: str | None = None, created: int | None = None) -> None:
         self.model = model
         self.created = int(time.time()) if created is None else created
         self.chunk_id = chunk_id or f"chatcmpl-runq{self.created}"
@@ -59,11 +57,7 @@ class Chunks:
         return self._data({"choices": [choice]})
 
     def usage(self, prompt: int, completion: int) -> bytes:
-        counts = {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": prompt + completion,
-        }
+        counts = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
         return self._data({"choices": [], "usage": counts})
 
     def _data(self, fields: Mapping[str, Any]) -> bytes:
@@ -86,17 +80,10 @@ class Chunks:
     def ending(self, answer: Answer, *, include_usage: bool) -> Iterator[bytes]:
         """The tool calls' deltas, the finish chunk, the usage chunk if asked for, ``[DONE]``."""
         for index, call in enumerate(answer.tool_calls):
-            head = {
-                "index": index,
-                "id": call.id,
-                "type": "function",
-                "function": {"name": call.name, "arguments": ""},
-            }
+            head = {"index": index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}
             yield self.event({"tool_calls": [head]})
             for piece in _pieces(call.arguments_json, answer.piece):
-                yield self.event(
-                    {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
-                )
+                yield self.event({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
         yield self.event({}, answer.finish_reason)
         if include_usage and answer.usage is not None:
             yield self.usage(*answer.usage)
@@ -112,11 +99,7 @@ def completion(answer: Answer, *, model: str) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": answer.text or None, "refusal": None}
     if answer.tool_calls:
         message["tool_calls"] = [
-            {
-                "id": c.id,
-                "type": "function",
-                "function": {"name": c.name, "arguments": c.arguments_json},
-            }
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments_json}}
             for c in answer.tool_calls
         ]
     prompt, completion_tokens = answer.usage or (0, 0)
@@ -126,26 +109,13 @@ def completion(answer: Answer, *, model: str) -> dict[str, Any]:
         "object": "chat.completion",
         "created": created,
         "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": message,
-                "logprobs": None,
-                "finish_reason": answer.finish_reason,
-            }
-        ],
-        "usage": {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt + completion_tokens,
-        },
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": answer.finish_reason}],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion_tokens, "total_tokens": prompt + completion_tokens},
     }
 
 
 def error_body(message: str, *, kind: str = "invalid_request_error") -> bytes:
-    return json.dumps(
-        {"error": {"message": message, "type": kind, "param": None, "code": None}}
-    ).encode()
+    return json.dumps({"error": {"message": message, "type": kind, "param": None, "code": None}}).encode()
 
 
 def _pieces(text: str, size: int) -> list[str]:

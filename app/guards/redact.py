@@ -23,11 +23,7 @@ _SECRET_KEY = re.compile(rf"^{_SECRET_NAME}$", re.IGNORECASE)
 # What every match of _SECRET_NAME contains, lowercase.
 _SECRET_WORDS = (
     *("password", "passwd", "passphrase", "secret", "token", "credential"),
-    *(
-        f"{name}{sep}key"
-        for name in ("api", "access", "private", "account")
-        for sep in ("", "_", "-")
-    ),
+    *(f"{name}{sep}key" for name in ("api", "access", "private", "account") for sep in ("", "_", "-")),
 )
 
 # Every rule with the lowercase strings one of which any of its matches contains: a rule runs
@@ -43,11 +39,7 @@ _RULES: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str], tuple[
         ("-----begin",),
     ),
     # user:password@ in any scheme's URL; the user stays, it helps debugging.
-    (
-        re.compile(r"\b([a-z][a-z0-9+.-]*://[^\s:/@]*):[^\s/@]+@", re.IGNORECASE),
-        rf"\1:{MASK}@",
-        ("://",),
-    ),
+    (re.compile(r"\b([a-z][a-z0-9+.-]*://[^\s:/@]*):[^\s/@]+@", re.IGNORECASE), rf"\1:{MASK}@", ("://",)),
     # The whole credential of an Authorization header, whatever its scheme.
     (
         re.compile(
@@ -56,11 +48,7 @@ _RULES: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str], tuple[
         rf"\1{MASK}",
         ("authorization",),
     ),
-    (
-        re.compile(r"(\bbearer\s+)[A-Za-z0-9._~+/-]{12,}=*", re.IGNORECASE),
-        rf"\1{MASK}",
-        ("bearer",),
-    ),
+    (re.compile(r"(\bbearer\s+)[A-Za-z0-9._~+/-]{12,}=*", re.IGNORECASE), rf"\1{MASK}", ("bearer",)),
     (re.compile(r"\brq_[A-Za-z0-9_-]{20,}"), MASK, ("rq_",)),  # runq's own API keys
     (re.compile(r"\bsk-ant-[A-Za-z0-9_-]{8,}"), MASK, ("sk-ant-",)),
     (re.compile(r"\bsk-(?:proj-|live-|test-)?[A-Za-z0-9_-]{16,}"), MASK, ("sk-",)),
@@ -71,11 +59,7 @@ _RULES: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str], tuple[
     ),
     (re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), MASK, ("xox",)),
     (re.compile(r"\bAIza[0-9A-Za-z_-]{35}"), MASK, ("aiza",)),
-    (
-        re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b"),
-        MASK,
-        ("akia", "asia", "agpa", "aida", "aroa"),
-    ),
+    (re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b"), MASK, ("akia", "asia", "agpa", "aida", "aroa")),
     # Stripe secret and restricted keys, Hugging Face, GitLab, Groq, xAI, npm, SendGrid.
     (
         re.compile(
@@ -87,11 +71,7 @@ _RULES: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str], tuple[
         ("k_live_", "k_test_", "hf_", "glpat-", "gsk_", "xai-", "npm_", "sg."),
     ),
     # A JSON Web Token is a bearer credential wherever it appears, header or not.
-    (
-        re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
-        MASK,
-        ("eyj",),
-    ),
+    (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), MASK, ("eyj",)),
     # name=value, name: value and "name": "value" where the name says secret; this is also
     # what catches AWS secret keys, which have no prefix of their own.
     (

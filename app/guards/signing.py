@@ -45,9 +45,7 @@ class SecretBox:
     """Encrypts and decrypts signing secrets with a key derived from ``RUNQ_SECRET_KEY``."""
 
     def __init__(self, secret_key: str) -> None:
-        key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_KDF_INFO).derive(
-            secret_key.encode()
-        )
+        key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_KDF_INFO).derive(secret_key.encode())
         self._fernet = Fernet(base64.urlsafe_b64encode(key))
 
     def seal(self, secret: str) -> str:
@@ -57,9 +55,7 @@ class SecretBox:
         try:
             return self._fernet.decrypt(sealed.encode("ascii")).decode()
         except InvalidToken as exc:
-            raise SecretUnreadable(
-                "the webhook secret does not decrypt with this RUNQ_SECRET_KEY"
-            ) from exc
+            raise SecretUnreadable("the webhook secret does not decrypt with this RUNQ_SECRET_KEY") from exc
 
 
 def signature_headers(
@@ -87,19 +83,13 @@ class TenantSecrets:
         """The tenant's secret, created on first use."""
         sealed = await self._queue.sealed_webhook_secrets(tenant_id)
         if sealed is None:
-            return self._box.open(
-                await self._queue.create_webhook_secret(
-                    tenant_id, sealed=self._box.seal(new_secret())
-                )
-            )
+            return self._box.open(await self._queue.create_webhook_secret(tenant_id, sealed=self._box.seal(new_secret())))
         return self._box.open(sealed[0])
 
     async def rotate(self, tenant_id: str) -> str:
         """A new secret for the tenant; the old one also signs for :attr:`ROTATION_OVERLAP_S`."""
         secret = new_secret()
-        await self._queue.rotate_webhook_secret(
-            tenant_id, sealed=self._box.seal(secret), overlap_s=self.ROTATION_OVERLAP_S
-        )
+        await self._queue.rotate_webhook_secret(tenant_id, sealed=self._box.seal(secret), overlap_s=self.ROTATION_OVERLAP_S)
         return secret
 
     async def signing(self, tenant_id: str) -> list[str]:

@@ -90,11 +90,7 @@ class UrlGuard:
     """
 
     def __init__(
-        self,
-        allow: Sequence[str] = (),
-        *,
-        hosts_only: bool = False,
-        resolver: Resolver = system_resolver,
+        self, allow: Sequence[str] = (), *, hosts_only: bool = False, resolver: Resolver = system_resolver
     ) -> None:
         self._names: set[str] = set()
         self._networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
@@ -109,9 +105,7 @@ class UrlGuard:
     def parse(self, url: str) -> httpx.URL:
         """The URL if its form is acceptable (scheme, length, host, no credentials)."""
         if len(url) > MAX_URL_LENGTH:
-            raise UrlRefused(
-                "webhook_url_too_long", f"webhook URLs are at most {MAX_URL_LENGTH} characters"
-            )
+            raise UrlRefused("webhook_url_too_long", f"webhook URLs are at most {MAX_URL_LENGTH} characters")
         try:
             parsed = httpx.URL(url)
         except (httpx.InvalidURL, ValueError) as exc:
@@ -137,34 +131,25 @@ class UrlGuard:
         if literal is not None:
             addresses = [host]
         elif self._hosts_only and not named:
-            raise UrlRefused(
-                "webhook_url_forbidden", f"webhooks may only reach the allowed hosts, not {host}"
-            )
+            raise UrlRefused("webhook_url_forbidden", f"webhooks may only reach the allowed hosts, not {host}")
         else:
             port = parsed.port or (443 if parsed.scheme == "https" else 80)
             try:
                 async with asyncio.timeout(RESOLVE_TIMEOUT_S):
                     addresses = await self._resolve(parsed.raw_host.decode("ascii"), port)
             except (OSError, TimeoutError, UnicodeError) as exc:
-                raise UrlRefused(
-                    "webhook_url_unresolvable", f"the host {host} does not resolve"
-                ) from exc
+                raise UrlRefused("webhook_url_unresolvable", f"the host {host} does not resolve") from exc
             if not addresses:
                 raise UrlRefused("webhook_url_unresolvable", f"the host {host} does not resolve")
         for address in addresses:
             ip = _parse_ip(address.split("%")[0])
             if ip is None:
-                raise UrlRefused(
-                    "webhook_url_unresolvable", f"the host {host} resolves to {address!r}"
-                )
+                raise UrlRefused("webhook_url_unresolvable", f"the host {host} resolves to {address!r}")
             # Every address must pass: a name with one public and one internal answer is refused.
             if named or self._allowed(ip):
                 continue
             if self._hosts_only:
-                raise UrlRefused(
-                    "webhook_url_forbidden",
-                    f"webhooks may only reach the allowed hosts, not {host}",
-                )
+                raise UrlRefused("webhook_url_forbidden", f"webhooks may only reach the allowed hosts, not {host}")
             if is_forbidden(ip):
                 raise UrlRefused(
                     "webhook_url_forbidden",

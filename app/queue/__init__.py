@@ -88,19 +88,7 @@ __all__ = [
 
 
 class Queue(
-    Threads,
-    Runs,
-    Claims,
-    Events,
-    Endings,
-    Maintenance,
-    History,
-    Waits,
-    Ops,
-    Webhooks,
-    Schedules,
-    Workers,
-    Limits,
+    Threads, Runs, Claims, Events, Endings, Maintenance, History, Waits, Ops, Webhooks, Schedules, Workers, Limits,
     GraphStore,
 ):
     """The queue's operations; each method is one short transaction on its own connection."""

@@ -8,9 +8,7 @@ import hashlib
 EVENTS = "runq_events"  # payload "<run_id>:<last_seq>[,<run_id>:<last_seq>…]": wakes SSE followers
 RUNS = "runq_runs"  # wakes every idle worker; never carries work (see runq_wake_workers)
 CANCEL = "runq_cancel"  # payload "<run_id>": a cancel for a leased run
-WEBHOOKS = (
-    "runq_webhooks"  # wakes webhook senders; the outbox trigger (migration 0019) names it too
-)
+WEBHOOKS = "runq_webhooks"  # wakes webhook senders; the outbox trigger (migration 0019) names it too
 
 
 def wake(worker_id: str) -> str:

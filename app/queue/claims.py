@@ -49,11 +49,7 @@ class Claims(Store):
                 # it (one tenant's backlog, say); look again, with those claims now counted,
                 # so a free slot goes to the next tenant in this round, not a later one.
                 while len(rows) < limit and (
-                    more := (
-                        await conn.execute(
-                            CLAIM_BATCH_CAPPED, params | {"limit": limit - len(rows)}
-                        )
-                    ).all()
+                    more := (await conn.execute(CLAIM_BATCH_CAPPED, params | {"limit": limit - len(rows)})).all()
                 ):
                     rows += more
         else:
@@ -66,8 +62,7 @@ class Claims(Store):
         # queue order, whichever join order the plan of the statement's result took
         claimed = sorted((m for m in mappings if m["id"] is not None), key=_QUEUE_ORDER)
         batch = ClaimBatch(
-            Claim(run=Run.from_mapping(m), lease_id=m["lease_id"], resume_state=m["resume_state"])
-            for m in claimed
+            Claim(run=Run.from_mapping(m), lease_id=m["lease_id"], resume_state=m["resume_state"]) for m in claimed
         )
         batch.more = bool(claimed) and outlook["more"]
         batch.unclaimed = bool(claimed) and bool(outlook.get("unclaimed"))
@@ -85,9 +80,7 @@ class Claims(Store):
             self._limits_checked_at = now
         return self._has_limits
 
-    async def renew_leases(
-        self, leases: Mapping[uuid.UUID, uuid.UUID], *, worker: WorkerInfo
-    ) -> LeaseCheck:
+    async def renew_leases(self, leases: Mapping[uuid.UUID, uuid.UUID], *, worker: WorkerInfo) -> LeaseCheck:
         """Extend every lease this worker still holds and register the worker, in one statement.
 
         Called with no lease too: the beat keeps an idle worker's row alive. Returns the runs

@@ -38,9 +38,7 @@ T = TypeVar("T", bound="DataclassInstance")
 # as the shell tool does for NUL, rather than failing every attempt of the run (and, since a
 # worker writes the events of all its runs in one statement, the other runs' events with it).
 # NaN and the infinities, which jsonb refuses too, are stored as null.
-_UNSTORABLE_IN_JSON = re.compile(
-    "\x00|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]"
-)
+_UNSTORABLE_IN_JSON = re.compile("\x00|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]")
 _UNSTORABLE_IN_TEXT = re.compile("[\x00\ud800-\udfff]")  # the driver encodes no surrogate at all
 
 
@@ -74,9 +72,7 @@ def _default(value: Any) -> Any:
     ``repr`` (which nothing could read back)."""
     if isinstance(value, Enum):  # as orjson writes it (json gets here for a plain Enum)
         return value.value
-    if isinstance(value, _AS_TEXT) or (
-        dataclasses.is_dataclass(value) and not isinstance(value, type)
-    ):
+    if isinstance(value, _AS_TEXT) or (dataclasses.is_dataclass(value) and not isinstance(value, type)):
         return str(value)
     raise TypeError(f"an object of type {type(value).__name__} is not JSON")
 
@@ -106,10 +102,8 @@ def encode(value: Any, *, what: str, limit: int = MAX_DATA_BYTES) -> str:
         raise InvalidData(f"{what}: {exc}") from exc
     # a character is at most 4 bytes of UTF-8: most values need no count of their bytes
     if len(text) * 4 > limit and len(text.encode("utf-8", "surrogatepass")) > limit:
-        raise InvalidData(
-            f"{what}: {_size(len(text.encode('utf-8', 'surrogatepass')))} once encoded, "
-            f"over the limit of {_size(limit)} (RUNQ_MAX_DATA_BYTES)"
-        )
+        raise InvalidData(f"{what}: {_size(len(text.encode('utf-8', 'surrogatepass')))} once encoded, "
+                          f"over the limit of {_size(limit)} (RUNQ_MAX_DATA_BYTES)")
     return text
 
 
@@ -124,9 +118,7 @@ def _json_dumps(value: Any) -> str:
         except ValueError as exc:  # NaN or an infinity, which JSON lacks: stored as null
             if "Circular reference" in str(exc):
                 raise
-            return json.dumps(
-                _storable(value), separators=(",", ":"), default=_default, allow_nan=False
-            )
+            return json.dumps(_storable(value), separators=(",", ":"), default=_default, allow_nan=False)
         # Both come out as escapes (ensure_ascii): walk the value only when one may be there.
         if "\\u0000" in text or "\\ud" in text:
             text = json.dumps(_storable(value), separators=(",", ":"), default=_default)
@@ -174,13 +166,8 @@ class _WithUsage(Protocol):
 def usage_params(items: Sequence[_WithUsage]) -> dict[str, list[Any]]:
     """``:usage_run_ids`` and ``:usages``, the deltas a statement adds to runs' usage (only the
     runs that consumed something: the others' usage and tenant hours are left untouched)."""
-    used = [
-        (item.run_id, item.usage) for item in items if item.usage is not None and any(item.usage)
-    ]
-    return {
-        "usage_run_ids": [run_id for run_id, _ in used],
-        "usages": [dumps(u.as_dict()) for _, u in used],
-    }
+    used = [(item.run_id, item.usage) for item in items if item.usage is not None and any(item.usage)]
+    return {"usage_run_ids": [run_id for run_id, _ in used], "usages": [dumps(u.as_dict()) for _, u in used]}
 
 
 # Before every row: the first page of a newest-first list.
@@ -228,6 +215,4 @@ def thread_from_row(row: Any) -> Thread:
 
 
 def message_from_row(row: Any) -> ThreadMessage:
-    return ThreadMessage(
-        index=row.idx, message=row.message, run_id=row.run_id, created_at=row.created_at
-    )
+    return ThreadMessage(index=row.idx, message=row.message, run_id=row.run_id, created_at=row.created_at)

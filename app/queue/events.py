@@ -47,21 +47,13 @@ class Appended:
     events: EncodedEvents = ()
     state: str | None = None  # None: no checkpoint with these events
     messages: Sequence[str] = ()  # thread messages, sent only with a checkpoint or a record
-    usage: Usage | None = (
-        None  # consumed since the run's last stored write (with a checkpoint or a record)
-    )
+    usage: Usage | None = None  # consumed since the run's last stored write (with a checkpoint or a record)
     effects: Sequence[tuple[str, str]] = ()  # (key, result): records of the effect ledger
 
     @classmethod
     def encoded(
-        cls,
-        run_id: uuid.UUID,
-        lease_id: uuid.UUID,
-        events: NewEvents = (),
-        state: Any = None,
-        messages: NewMessages = (),
-        *,
-        effects: Mapping[str, Any] | None = None,
+        cls, run_id: uuid.UUID, lease_id: uuid.UUID, events: NewEvents = (), state: Any = None,
+        messages: NewMessages = (), *, effects: Mapping[str, Any] | None = None,
     ) -> Appended:
         """From values as an agent hands them; :class:`~app.errors.InvalidData` for one that
         cannot be stored."""
@@ -71,10 +63,7 @@ class Appended:
             [(t, encode(d, what=f"the data of a {t!r} event")) for t, d in events],
             None if state is None else encode(state, what="a checkpoint"),
             [encode(m, what="a thread message") for m in messages],
-            effects=[
-                (k, encode(v, what=f"the record of effect {k!r}"))
-                for k, v in (effects or {}).items()
-            ],
+            effects=[(k, encode(v, what=f"the record of effect {k!r}")) for k, v in (effects or {}).items()],
         )
 
 
@@ -128,13 +117,9 @@ class Events(Store):
     ) -> int:
         """:meth:`append_events_many` for one run (with a ``state``, also its checkpoint); its
         last seq, or :class:`LeaseLost` if the claim is no longer ours."""
-        return (
-            await self._append_one(Appended.encoded(run_id, lease_id, events, state))
-        ).last_event_seq
+        return (await self._append_one(Appended.encoded(run_id, lease_id, events, state))).last_event_seq
 
-    async def record_effect(
-        self, *, run_id: uuid.UUID, lease_id: uuid.UUID, key: str, result: Any
-    ) -> Any:
+    async def record_effect(self, *, run_id: uuid.UUID, lease_id: uuid.UUID, key: str, result: Any) -> Any:
         """Commit an effect record, fenced by the lease like every worker write; the record the
         ledger holds for ``key`` (an earlier one, if there was one)."""
         stored = await self._append_one(Appended.encoded(run_id, lease_id, effects={key: result}))
@@ -146,9 +131,7 @@ class Events(Store):
             raise LeaseLost(str(appended.run_id))
         return written[appended.run_id]
 
-    async def read_events(
-        self, run_id: uuid.UUID, *, after: int = 0, limit: int = 1000
-    ) -> list[Event]:
+    async def read_events(self, run_id: uuid.UUID, *, after: int = 0, limit: int = 1000) -> list[Event]:
         """Events with ``seq > after`` in order; seqs commit in order, so none can appear later below."""
         async with self._statement() as conn:
             rows = (
@@ -163,11 +146,7 @@ class Events(Store):
         state, all from one snapshot; ``None`` for a run that no longer exists."""
         if not cursors:
             return []
-        params = {
-            "run_ids": [c[0] for c in cursors],
-            "afters": [c[1] for c in cursors],
-            "limit": limit,
-        }
+        params = {"run_ids": [c[0] for c in cursors], "afters": [c[1] for c in cursors], "limit": limit}
         async with self._statement() as conn:
             rows = (await conn.execute(READ_EVENT_PAGES, params)).all()
         pages: list[EventSlice | None] = [None] * len(cursors)
@@ -189,9 +168,7 @@ class Events(Store):
 
     async def attach_subscriber(self, *, run_id: uuid.UUID, subscriber_id: uuid.UUID) -> None:
         async with self._tx() as conn:
-            await conn.execute(
-                ATTACH_SUBSCRIBER, {"run_id": run_id, "subscriber_id": subscriber_id}
-            )
+            await conn.execute(ATTACH_SUBSCRIBER, {"run_id": run_id, "subscriber_id": subscriber_id})
 
     async def touch_subscribers(self, subscriber_ids: Sequence[uuid.UUID]) -> None:
         if subscriber_ids:

@@ -48,14 +48,8 @@ class Ended:
 
     @classmethod
     def encoded(
-        cls,
-        run_id: uuid.UUID,
-        lease_id: uuid.UUID,
-        finish: Finish,
-        events: NewEvents = (),
-        messages: NewMessages = (),
-        *,
-        limit: int = MAX_DATA_BYTES,
+        cls, run_id: uuid.UUID, lease_id: uuid.UUID, finish: Finish, events: NewEvents = (),
+        messages: NewMessages = (), *, limit: int = MAX_DATA_BYTES,
     ) -> Ended:
         """From values as an agent hands them; :class:`~app.errors.InvalidData` for one that
         cannot be stored."""
@@ -66,15 +60,9 @@ class Ended:
             finish,
             [(t, encode(d, what=f"the data of a {t!r} event", limit=limit)) for t, d in events],
             [encode(m, what="a thread message", limit=limit) for m in messages],
-            output=encode(finish.output, what="the output", limit=limit)
-            if finish.ending is Ending.DONE
-            else None,
-            wait_payload=None
-            if wait is None
-            else encode(wait.payload, what="the wait's payload", limit=limit),
-            wait_state=None
-            if wait is None or wait.checkpoint is None
-            else encode(wait.checkpoint, what="a checkpoint", limit=limit),
+            output=encode(finish.output, what="the output", limit=limit) if finish.ending is Ending.DONE else None,
+            wait_payload=None if wait is None else encode(wait.payload, what="the wait's payload", limit=limit),
+            wait_state=None if wait is None or wait.checkpoint is None else encode(wait.checkpoint, what="a checkpoint", limit=limit),
         )
 
 

@@ -164,9 +164,7 @@ class GraphCheckpoints(Store):
             _stored(row, thread_id=row.thread_id, checkpoint_ns=row.checkpoint_ns) for row in rows
         ]
 
-    async def _write_fenced(
-        self, write: TextClause, params: dict[str, Any], fence: Fence | None
-    ) -> Row[Any]:
+    async def _write_fenced(self, write: TextClause, params: dict[str, Any], fence: Fence | None) -> Row[Any]:
         """Run one of the writes fenced by a run's lease (none without a fence: the saver on its
         own); :class:`LeaseLost` when the lease no longer holds, and then nothing was written."""
         run_id, lease_id = (fence.run_id, fence.lease_id) if fence else (None, None)
@@ -193,6 +191,8 @@ class GraphCheckpoints(Store):
     async def copy_thread(self, *, source: str, target: str) -> None:
         async with self._statement() as conn:
             await conn.execute(COPY_THREAD, {"source": source, "target": target})
+
+
 
 
 def _stored(row: Any, *, thread_id: str, checkpoint_ns: str) -> StoredCheckpoint:

@@ -21,14 +21,7 @@ TENANT_USE = statement("tenant_use")
 
 # The limits an override can name; max_inflight is the claim's cap (tenant_limits), the rest are
 # tenant_buckets' columns.
-LIMIT_NAMES = (
-    "create_per_s",
-    "create_burst",
-    "max_pending",
-    "max_streams",
-    "max_inflight",
-    "max_schedules",
-)
+LIMIT_NAMES = ("create_per_s", "create_burst", "max_pending", "max_streams", "max_inflight", "max_schedules")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,10 +52,7 @@ class Limits(Store):
             at_cap = (await conn.execute(TAKE_STREAM_SLOT, params)).scalar()
         if at_cap is not None:
             raise self.refusals.remember(
-                "stream",
-                LimitExceeded(
-                    tenant_id=tenant_id, limit="streams", quota=at_cap, retry_after_s=1.0
-                ),
+                "stream", LimitExceeded(tenant_id=tenant_id, limit="streams", quota=at_cap, retry_after_s=1.0)
             )
         return slot_id
 
@@ -75,9 +65,7 @@ class Limits(Store):
             async with self._statement() as conn:
                 await conn.execute(RELEASE_STREAM_SLOTS, {"ids": list(ids)})
 
-    async def set_tenant_limits(
-        self, tenant_id: str, changes: Mapping[str, float | int | None]
-    ) -> None:
+    async def set_tenant_limits(self, tenant_id: str, changes: Mapping[str, float | int | None]) -> None:
         """Set the limits ``changes`` names (None: back to the default, 0: no limit)."""
         bucket = [name for name in LIMIT_NAMES if name != "max_inflight"]
         params: dict[str, object] = {"tenant_id": tenant_id}
@@ -92,9 +80,7 @@ class Limits(Store):
                 if inflight is None:
                     await conn.execute(CLEAR_TENANT_LIMIT, {"tenant_id": tenant_id})
                 else:
-                    await conn.execute(
-                        SET_TENANT_LIMIT, {"tenant_id": tenant_id, "max_inflight": int(inflight)}
-                    )
+                    await conn.execute(SET_TENANT_LIMIT, {"tenant_id": tenant_id, "max_inflight": int(inflight)})
         self._limits_checked_at = float("-inf")
 
     async def tenant_use(
@@ -114,12 +100,4 @@ class Limits(Store):
         if rate > 0 and m["refilled_s_ago"] is not None:
             burst = self.limits.burst(rate, m["create_burst"])
             tokens = min(float(burst), m["tokens"] + rate * max(0.0, m["refilled_s_ago"]))
-        return TenantUse(
-            m["tenant_id"],
-            overrides,
-            m["pending"],
-            m["inflight"],
-            m["streams"],
-            m["schedules"],
-            tokens,
-        )
+        return TenantUse(m["tenant_id"], overrides, m["pending"], m["inflight"], m["streams"], m["schedules"], tokens)

@@ -36,11 +36,7 @@ class Maintenance(Store):
             run_ids = [r.id for r in await conn.execute(PICK_EXPIRED, {"batch": batch})]
 
             async def reap(ids: Sequence[uuid.UUID]) -> Sequence[Any]:
-                return (
-                    await conn.execute(
-                        REAP_EXPIRED, {"run_ids": list(ids), "aging_s": self.aging_s}
-                    )
-                ).all()
+                return (await conn.execute(REAP_EXPIRED, {"run_ids": list(ids), "aging_s": self.aging_s})).all()
 
             rows = await without_failing_rows(conn, run_ids, reap, step="expired_leases")
         return [Run.from_row(r) for r in rows]

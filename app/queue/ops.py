@@ -57,17 +57,11 @@ class QueueDepth:
 class Ops(Store):
     async def requeue(self, run_id: uuid.UUID) -> Run:
         """Admin: a dead or cancelled run back to pending at attempt 0, history kept."""
-        params = {
-            "run_id": run_id,
-            "aging_s": self.aging_s,
-            **events_params([("run.queued", {"requeued": True})]),
-        }
+        params = {"run_id": run_id, "aging_s": self.aging_s, **events_params([("run.queued", {"requeued": True})])}
         async with self._tx() as conn:
             row = (await conn.execute(REQUEUE, params)).first()
             if row is None:
-                exists = (
-                    await conn.execute(GET_RUN, {"run_id": run_id, "tenant_id": None})
-                ).first()
+                exists = (await conn.execute(GET_RUN, {"run_id": run_id, "tenant_id": None})).first()
         if row is None:
             raise NotRequeueable(str(run_id)) if exists else RunNotFound(str(run_id))
         return Run.from_row(row)
@@ -80,9 +74,7 @@ class Ops(Store):
             oldest = float((await conn.execute(OLDEST_PENDING_AGE)).scalar() or 0)
             dead = int((await conn.execute(DEAD_SINCE, {"window_s": dead_window_s})).scalar() or 0)
             usage = {
-                r.tenant_id: Usage(
-                    int(r.input_tokens), int(r.output_tokens), int(r.model_calls), int(r.tool_calls)
-                )
+                r.tenant_id: Usage(int(r.input_tokens), int(r.output_tokens), int(r.model_calls), int(r.tool_calls))
                 for r in await conn.execute(USAGE_BY_TENANT)
             }
             samples = [QueueSample(*r) for r in await conn.execute(RECENT_QUEUE_SAMPLES)]
@@ -110,9 +102,7 @@ class Ops(Store):
     async def set_tenant_limit(self, *, tenant_id: str, max_inflight: int) -> None:
         """Override the in-flight cap of one tenant (0 = no cap)."""
         async with self._tx() as conn:
-            await conn.execute(
-                SET_TENANT_LIMIT, {"tenant_id": tenant_id, "max_inflight": max_inflight}
-            )
+            await conn.execute(SET_TENANT_LIMIT, {"tenant_id": tenant_id, "max_inflight": max_inflight})
         self._limits_checked_at = float("-inf")
 
     async def tenant_limit(self, tenant_id: str) -> int | None:

@@ -72,9 +72,7 @@ def day_bounds(day: date) -> tuple[datetime, datetime]:
     return start, start + timedelta(days=1)
 
 
-def missing_days(
-    partitions: list[EventPartition], today: date, *, days_ahead: int = DAYS_AHEAD
-) -> list[date]:
+def missing_days(partitions: list[EventPartition], today: date, *, days_ahead: int = DAYS_AHEAD) -> list[date]:
     """Days from the end of the newest partition (or today) to ``today + days_ahead`` that
     no partition covers: gaps left while no reaper ran are filled too, so no day's events
     stay in the default partition."""
@@ -98,9 +96,7 @@ def purge_before(partitions: list[EventPartition]) -> datetime:
 
 
 def _covers(partition: EventPartition, at: datetime) -> bool:
-    return (partition.lo is None or partition.lo <= at) and (
-        partition.hi is None or at < partition.hi
-    )
+    return (partition.lo is None or partition.lo <= at) and (partition.hi is None or at < partition.hi)
 
 
 def _lock_not_available(exc: DBAPIError) -> bool:
@@ -115,9 +111,7 @@ class History(Store):
             rows = (await conn.execute(LIST_EVENT_PARTITIONS, params)).all()
         return [EventPartition(r.name, r.is_default, r.lo, r.hi, r.expired) for r in rows]
 
-    async def create_event_partitions(
-        self, *, today: date, days_ahead: int = DAYS_AHEAD
-    ) -> list[str]:
+    async def create_event_partitions(self, *, today: date, days_ahead: int = DAYS_AHEAD) -> list[str]:
         """The partitions of the days up to ``today + days_ahead`` that are missing; the names made."""
         made = []
         for day in missing_days(await self.event_partitions(), today, days_ahead=days_ahead):
@@ -152,9 +146,7 @@ class History(Store):
             await conn.execute(BOUND_IDLE_TRANSACTION, self._idle_bound())
             if not (await conn.execute(REAPER_LOCK)).scalar():
                 return 0
-            result = await conn.execute(
-                REHOME_UNFINISHED_RUNS, {"grace_s": GRACE_S, "batch": batch}
-            )
+            result = await conn.execute(REHOME_UNFINISHED_RUNS, {"grace_s": GRACE_S, "batch": batch})
         return result.rowcount or 0
 
     async def drop_expired_partitions(self, *, older_than_s: float) -> list[str]:
@@ -185,9 +177,7 @@ class History(Store):
             raise
         return True
 
-    async def purge_finished(
-        self, *, older_than_s: float, batch: int = 500, everywhere: bool = False
-    ) -> int:
+    async def purge_finished(self, *, older_than_s: float, batch: int = 500, everywhere: bool = False) -> int:
         """Delete one batch of finished runs older than the age whose events are gone (the
         history from before partitioning: with its events, by trigger). ``everywhere`` (an
         operator's ``runq purge``) also takes runs whose day is still there, their events row

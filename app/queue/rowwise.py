@@ -70,13 +70,8 @@ def report_failed_row(step: str, key: Any, exc: BaseException) -> None:
     MAINTENANCE_ERRORS.labels(step=step).inc()
     first = _first_report(step, key)
     # PostgreSQL's message only: SQLAlchemy's text adds the statement and its parameters (data)
-    log.log(
-        logging.ERROR if first else logging.DEBUG,
-        "%s: %s skipped, its change failed: %s",
-        step,
-        key,
-        server_message(exc),
-    )
+    log.log(logging.ERROR if first else logging.DEBUG, "%s: %s skipped, its change failed: %s",
+            step, key, server_message(exc))
 
 
 def _first_report(step: str, key: Any) -> bool:

@@ -36,6 +36,7 @@ ANALYZE_LOCK_TIMEOUT = statement("analyze_lock_timeout")
 BULK_ANALYZE_MIN_RUNS = 1000
 
 
+
 async def _analyze_runs(conn: AsyncConnection) -> None:
     """ANALYZE ``agent_runs`` inside ``conn``'s transaction, or skip it if that would wait (a
     running autovacuum holds the lock) or is not allowed (a role that does not own the table)."""
@@ -80,12 +81,7 @@ class Runs(Store):
             return await self._insert_run(conn, new)
 
     async def _insert_run(
-        self,
-        conn: AsyncConnection,
-        new: NewRun,
-        *,
-        thread_id: uuid.UUID | None = None,
-        thread_turn: int | None = None,
+        self, conn: AsyncConnection, new: NewRun, *, thread_id: uuid.UUID | None = None, thread_turn: int | None = None
     ) -> tuple[Run, bool]:
         """The ``enqueue`` statement on ``conn``; in a thread, the caller holds the thread's row lock.
         A tenant over its create rate or ``max_pending`` gets :class:`LimitExceeded`, and nothing
@@ -188,9 +184,7 @@ class Runs(Store):
         """The run, or :class:`RunNotFound` (also for another tenant's run)."""
         return (await self.get_run_with_key(run_id, tenant_id=tenant_id))[0]
 
-    async def get_run_with_key(
-        self, run_id: uuid.UUID, *, tenant_id: str | None
-    ) -> tuple[Run, str | None]:
+    async def get_run_with_key(self, run_id: uuid.UUID, *, tenant_id: str | None) -> tuple[Run, str | None]:
         """The run and the idempotency key it was created with (an AG-UI replay names the
         client's ``runId``, kept there, as the live stream did)."""
         async with self._statement() as conn:
@@ -208,22 +202,13 @@ class Runs(Store):
         before: tuple[datetime, uuid.UUID] | None = None,
     ) -> list[Run]:
         """Newest first; ``before`` is the keyset cursor ``(created_at, id)`` of the last row seen."""
-        params = {
-            "tenant_id": tenant_id,
-            "status": status.value if status else None,
-            **page_params(before, limit),
-        }
+        params = {"tenant_id": tenant_id, "status": status.value if status else None, **page_params(before, limit)}
         async with self._statement() as conn:
             rows = (await conn.execute(LIST_RUNS, params)).all()
         return [Run.from_row(r) for r in rows]
 
     async def request_cancel(
-        self,
-        run_id: uuid.UUID,
-        *,
-        tenant_id: str | None,
-        reason: str = "user",
-        note: str | None = None,
+        self, run_id: uuid.UUID, *, tenant_id: str | None, reason: str = "user", note: str | None = None
     ) -> Run:
         """Pending → ``cancelled`` now; leased → cancel requested (the worker finishes it).
 
@@ -242,9 +227,7 @@ class Runs(Store):
                 row = (await conn.execute(REQUEST_CANCEL, params)).first()
                 if row is not None:
                     return Run.from_row(row)
-                row = (
-                    await conn.execute(GET_RUN, {"run_id": run_id, "tenant_id": tenant_id})
-                ).first()
+                row = (await conn.execute(GET_RUN, {"run_id": run_id, "tenant_id": tenant_id})).first()
             if row is None:
                 raise RunNotFound(str(run_id))
             run = Run.from_row(row)

@@ -87,9 +87,7 @@ def _slots(rows: Sequence[Row[Any]], faults: dict[uuid.UUID, str]) -> dict[uuid.
     for row in rows:
         try:
             schedule = schedule_from_row(row)
-            slot, next_at = timing_of(schedule).latest_due(
-                row.db_now, next_run_at=schedule.next_run_at
-            )
+            slot, next_at = timing_of(schedule).latest_due(row.db_now, next_run_at=schedule.next_run_at)
         except Exception as exc:  # e.g. a zone this worker's tzdata lacks
             report_failed_row(STEP, row.id, exc)
             faults[row.id] = str(exc) or type(exc).__name__
@@ -136,37 +134,27 @@ class Schedules(Store):
         if row.at_cap is not None:
             raise self.refusals.remember(
                 "schedule",
-                LimitExceeded(
-                    tenant_id=tenant_id, limit="schedules", quota=row.at_cap, retry_after_s=1.0
-                ),
+                LimitExceeded(tenant_id=tenant_id, limit="schedules", quota=row.at_cap, retry_after_s=1.0),
             )
         return schedule_from_row(row)
 
     async def get_schedule(self, schedule_id: uuid.UUID, *, tenant_id: str | None) -> Schedule:
         """The schedule, or :class:`ScheduleNotFound` (also for another tenant's)."""
         async with self._statement() as conn:
-            row = (
-                await conn.execute(GET_SCHEDULE, {"id": schedule_id, "tenant_id": tenant_id})
-            ).first()
+            row = (await conn.execute(GET_SCHEDULE, {"id": schedule_id, "tenant_id": tenant_id})).first()
         if row is None:
             raise ScheduleNotFound(str(schedule_id))
         return schedule_from_row(row)
 
     async def list_schedules(
-        self,
-        *,
-        tenant_id: str | None,
-        limit: int = 50,
-        before: tuple[datetime, uuid.UUID] | None = None,
+        self, *, tenant_id: str | None, limit: int = 50, before: tuple[datetime, uuid.UUID] | None = None
     ) -> list[Schedule]:
         params = {"tenant_id": tenant_id, **page_params(before, limit)}
         async with self._statement() as conn:
             rows = (await conn.execute(LIST_SCHEDULES, params)).all()
         return [schedule_from_row(r) for r in rows]
 
-    async def set_schedule_paused(
-        self, schedule_id: uuid.UUID, *, tenant_id: str | None, paused: bool
-    ) -> Schedule:
+    async def set_schedule_paused(self, schedule_id: uuid.UUID, *, tenant_id: str | None, paused: bool) -> Schedule:
         """Pause, or resume from the first slot after now: the slots a pause skipped never run."""
         return await self.update_schedule(schedule_id, tenant_id=tenant_id, paused=paused)
 
@@ -183,9 +171,7 @@ class Schedules(Store):
         """Change what is given (``None``: unchanged). A new timing starts from its first slot
         after now, as a resume does; :class:`ScheduleNotFound` for another tenant's."""
         async with self._tx() as conn:
-            row = (
-                await conn.execute(LOCK_SCHEDULE, {"id": schedule_id, "tenant_id": tenant_id})
-            ).first()
+            row = (await conn.execute(LOCK_SCHEDULE, {"id": schedule_id, "tenant_id": tenant_id})).first()
             if row is None:
                 raise ScheduleNotFound(str(schedule_id))
             schedule = schedule_from_row(row)
@@ -248,9 +234,7 @@ class Schedules(Store):
 
     async def delete_schedule(self, schedule_id: uuid.UUID, *, tenant_id: str | None) -> None:
         async with self._statement() as conn:
-            deleted = (
-                await conn.execute(DELETE_SCHEDULE, {"id": schedule_id, "tenant_id": tenant_id})
-            ).first()
+            deleted = (await conn.execute(DELETE_SCHEDULE, {"id": schedule_id, "tenant_id": tenant_id})).first()
         if deleted is None:
             raise ScheduleNotFound(str(schedule_id))
 
@@ -281,9 +265,7 @@ class Schedules(Store):
             parked=faults,
         )
 
-    def _fire_params(
-        self, ids: Sequence[uuid.UUID], slots: Mapping[uuid.UUID, Slot]
-    ) -> dict[str, Any]:
+    def _fire_params(self, ids: Sequence[uuid.UUID], slots: Mapping[uuid.UUID, Slot]) -> dict[str, Any]:
         return {
             "ids": list(ids),
             "slot_keys": [slots[i].key for i in ids],
@@ -323,6 +305,4 @@ async def _park(conn: AsyncConnection, faults: Mapping[uuid.UUID, str]) -> None:
     """Each schedule of ``faults`` shows its reason and is left alone for ``PARK_S``."""
     if faults:
         reasons = [reason[:MAX_REASON_CHARS] for reason in faults.values()]
-        await conn.execute(
-            PARK_SCHEDULES, {"ids": list(faults), "reasons": reasons, "retry_s": PARK_S}
-        )
+        await conn.execute(PARK_SCHEDULES, {"ids": list(faults), "reasons": reasons, "retry_s": PARK_S})

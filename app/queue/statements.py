@@ -61,18 +61,14 @@ def _parse(file: str, source: str) -> list[tuple[str, Block]]:
     return blocks
 
 
-def _include(
-    block: Block, parts: dict[str, Block], used: set[str], within: tuple[str, ...] = ()
-) -> Block:
+def _include(block: Block, parts: dict[str, Block], used: set[str], within: tuple[str, ...] = ()) -> Block:
     """The statement with its ``${part:name}`` filled in, each part's later lines indented to
     where it stands, so the statement as sent reads as if written out whole. A part may
     include another (``within``: the parts being filled around it, so a cycle raises)."""
 
     def fill(match: re.Match[str]) -> str:
         if match[1] not in parts or match[1] in within:
-            raise ValueError(
-                f"{block.file}: block {block.name} names an unknown or circular part {match[1]}"
-            )
+            raise ValueError(f"{block.file}: block {block.name} names an unknown or circular part {match[1]}")
         used.add(match[1])
         part = _include(parts[match[1]], parts, used, (*within, block.name))
         indent = " " * (match.start() - (block.sql.rfind("\n", 0, match.start()) + 1))
@@ -88,9 +84,7 @@ def _load() -> tuple[dict[str, Block], set[str]]:
     """Every statement with its parts filled in, and the names of parts none includes."""
     statements: dict[str, Block] = {}
     parts: dict[str, Block] = {}
-    for entry in sorted(
-        resources.files("app.queue").joinpath("sql").iterdir(), key=lambda e: e.name
-    ):
+    for entry in sorted(resources.files("app.queue").joinpath("sql").iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".sql"):
             for kind, block in _parse(entry.name, entry.read_text(encoding="utf-8")):
                 found = statements if kind == "name" else parts
@@ -129,9 +123,7 @@ class Template:
         text from outside ever ends up in DDL."""
         for value in fields.values():
             if not (_IDENTIFIER.match(value) or _LITERAL.match(value)):
-                raise ValueError(
-                    f"{self.name}: {value!r} is neither an identifier nor a quoted literal"
-                )
+                raise ValueError(f"{self.name}: {value!r} is neither an identifier nor a quoted literal")
         return text(self.sql.format(**fields))
 
 

@@ -50,9 +50,7 @@ class Store:
         limits: LimitDefaults | None = None,
     ) -> None:
         self.engine = engine
-        self.claim_engine = (
-            claim_engine or engine
-        )  # a worker's claims (app.db.engine.worker_engines)
+        self.claim_engine = claim_engine or engine  # a worker's claims (app.db.engine.worker_engines)
         self.lease_s = lease_s
         self.retry = retry or RetryBackoff()
         self.aging_s = priority_aging_s

@@ -70,8 +70,7 @@ class Threads(Runs):
             if idempotency_key is not None:
                 existing = (
                     await conn.execute(
-                        GET_THREAD_BY_IDEMPOTENCY_KEY,
-                        {"tenant_id": tenant_id, "idempotency_key": idempotency_key},
+                        GET_THREAD_BY_IDEMPOTENCY_KEY, {"tenant_id": tenant_id, "idempotency_key": idempotency_key}
                     )
                 ).first()
         if existing is None:  # not the key: the chat id was taken
@@ -116,22 +115,13 @@ class Threads(Runs):
 
     async def thread_for_chat(self, *, tenant_id: str, chat_id: str) -> tuple[Thread, bool]:
         """The tenant's thread named ``chat_id``, created on first use; ``(thread, created)``."""
-        params = {
-            "tenant_id": tenant_id,
-            "metadata": "{}",
-            "idempotency_key": None,
-            "request_hash": None,
-        }
+        params = {"tenant_id": tenant_id, "metadata": "{}", "idempotency_key": None, "request_hash": None}
         async with self._tx() as conn:
             row = (await conn.execute(CREATE_THREAD, params | {"chat_id": chat_id})).first()
             if row is not None:
                 return thread_from_row(row), True
             # Read committed: this statement sees the row whose insert made ours do nothing.
-            row = (
-                await conn.execute(
-                    GET_THREAD_BY_CHAT_ID, {"tenant_id": tenant_id, "chat_id": chat_id}
-                )
-            ).first()
+            row = (await conn.execute(GET_THREAD_BY_CHAT_ID, {"tenant_id": tenant_id, "chat_id": chat_id})).first()
         if row is None:  # deleted between the two statements
             raise ThreadNotFound(chat_id)
         return thread_from_row(row), False
@@ -146,9 +136,7 @@ class Threads(Runs):
         if create:
             return (await self.thread_for_chat(tenant_id=tenant_id, chat_id=name))[0]
         async with self._statement() as conn:
-            row = (
-                await conn.execute(GET_THREAD_BY_CHAT_ID, {"tenant_id": tenant_id, "chat_id": name})
-            ).first()
+            row = (await conn.execute(GET_THREAD_BY_CHAT_ID, {"tenant_id": tenant_id, "chat_id": name})).first()
         if row is None:
             raise ThreadNotFound(name)
         return thread_from_row(row)
@@ -156,19 +144,13 @@ class Threads(Runs):
     async def get_thread(self, thread_id: uuid.UUID, *, tenant_id: str | None) -> Thread:
         """The thread, or :class:`ThreadNotFound` (also for another tenant's)."""
         async with self._statement() as conn:
-            row = (
-                await conn.execute(GET_THREAD, {"thread_id": thread_id, "tenant_id": tenant_id})
-            ).first()
+            row = (await conn.execute(GET_THREAD, {"thread_id": thread_id, "tenant_id": tenant_id})).first()
         if row is None:
             raise ThreadNotFound(str(thread_id))
         return thread_from_row(row)
 
     async def list_threads(
-        self,
-        *,
-        tenant_id: str | None,
-        limit: int = 50,
-        before: tuple[datetime, uuid.UUID] | None = None,
+        self, *, tenant_id: str | None, limit: int = 50, before: tuple[datetime, uuid.UUID] | None = None
     ) -> list[Thread]:
         """Newest first; ``before`` is the keyset cursor ``(created_at, id)`` of the last row seen."""
         params = {"tenant_id": tenant_id, **page_params(before, limit)}
@@ -186,15 +168,11 @@ class Threads(Runs):
             rows = (await conn.execute(THREAD_MESSAGES, params)).all()
         return [message_from_row(r) for r in rows]
 
-    async def thread_history(
-        self, thread_id: uuid.UUID, *, run_id: uuid.UUID
-    ) -> list[dict[str, Any]]:
+    async def thread_history(self, thread_id: uuid.UUID, *, run_id: uuid.UUID) -> list[dict[str, Any]]:
         """What ``run_id``'s attempt sees as ``ctx.thread.messages``: the messages of the runs
         before it (its own, from an earlier attempt, come back with its checkpoint)."""
         async with self._statement() as conn:
-            rows = (
-                await conn.execute(THREAD_HISTORY, {"thread_id": thread_id, "run_id": run_id})
-            ).all()
+            rows = (await conn.execute(THREAD_HISTORY, {"thread_id": thread_id, "run_id": run_id})).all()
         return [r.message for r in rows]
 
     async def list_thread_runs(
@@ -236,17 +214,13 @@ class Threads(Runs):
                 existing = await self._run_by_idempotency_key(conn, new)
                 if existing is not None:
                     return existing, False, []
-            inflight = [
-                r.id for r in await conn.execute(INFLIGHT_THREAD_RUNS, {"thread_id": thread_id})
-            ]
+            inflight = [r.id for r in await conn.execute(INFLIGHT_THREAD_RUNS, {"thread_id": thread_id})]
             cancelled: list[Run] = []
             if inflight and strategy is Strategy.REJECT:
                 raise ThreadBusy(str(thread_id))
             if inflight and strategy in CANCEL_REASONS:
                 cancelled = await self._stop_inflight(conn, thread_id, inflight, strategy)
-            run, created = await self._insert_run(
-                conn, new, thread_id=thread_id, thread_turn=row.run_count + 1
-            )
+            run, created = await self._insert_run(conn, new, thread_id=thread_id, thread_turn=row.run_count + 1)
         return run, created, [r for r in cancelled if r.status is Status.CANCELLED]
 
     async def regenerate_in_thread(self, thread_id: uuid.UUID, new: NewRun) -> Run:
@@ -257,17 +231,13 @@ class Threads(Runs):
         self._check_refusal(new)
         async with self.create_turns.turn(new.tenant_id), self._tx() as conn:
             row = await self._locked_thread(conn, thread_id, new.tenant_id)
-            if (
-                await conn.execute(INFLIGHT_THREAD_RUNS, {"thread_id": thread_id})
-            ).first() is not None:
+            if (await conn.execute(INFLIGHT_THREAD_RUNS, {"thread_id": thread_id})).first() is not None:
                 raise ThreadBusy(str(thread_id))
             params = {"thread_id": thread_id, "status": None, "before_turn": _NO_TURN, "limit": 1}
             last = (await conn.execute(LIST_THREAD_RUNS, params)).first()
             if last is not None:
                 await conn.execute(ROLL_BACK_RUNS, {"thread_id": thread_id, "run_ids": [last.id]})
-            run, _ = await self._insert_run(
-                conn, new, thread_id=thread_id, thread_turn=row.run_count + 1
-            )
+            run, _ = await self._insert_run(conn, new, thread_id=thread_id, thread_turn=row.run_count + 1)
         return run
 
     async def delete_thread(self, thread_id: uuid.UUID, *, tenant_id: str | None) -> None:
@@ -275,18 +245,12 @@ class Threads(Runs):
         it is in flight."""
         async with self._tx() as conn:
             await self._locked_thread(conn, thread_id, tenant_id)
-            if (
-                await conn.execute(INFLIGHT_THREAD_RUNS, {"thread_id": thread_id})
-            ).first() is not None:
+            if (await conn.execute(INFLIGHT_THREAD_RUNS, {"thread_id": thread_id})).first() is not None:
                 raise ThreadBusy(str(thread_id))
             await conn.execute(DELETE_THREAD, {"thread_id": thread_id})
 
     async def _stop_inflight(
-        self,
-        conn: AsyncConnection,
-        thread_id: uuid.UUID,
-        run_ids: list[uuid.UUID],
-        strategy: Strategy,
+        self, conn: AsyncConnection, thread_id: uuid.UUID, run_ids: list[uuid.UUID], strategy: Strategy
     ) -> list[Run]:
         reason = CANCEL_REASONS[strategy]
         params = {
@@ -300,21 +264,13 @@ class Threads(Runs):
             await conn.execute(ROLL_BACK_RUNS, {"thread_id": thread_id, "run_ids": run_ids})
         return [Run.from_row(r) for r in rows]
 
-    async def _locked_thread(
-        self, conn: AsyncConnection, thread_id: uuid.UUID, tenant_id: str | None
-    ) -> Any:
-        row = (
-            await conn.execute(LOCK_THREAD, {"thread_id": thread_id, "tenant_id": tenant_id})
-        ).first()
+    async def _locked_thread(self, conn: AsyncConnection, thread_id: uuid.UUID, tenant_id: str | None) -> Any:
+        row = (await conn.execute(LOCK_THREAD, {"thread_id": thread_id, "tenant_id": tenant_id})).first()
         if row is None:
             raise ThreadNotFound(str(thread_id))
         return row
 
-    async def _existing_thread(
-        self, conn: AsyncConnection, thread_id: uuid.UUID, tenant_id: str | None
-    ) -> None:
-        row = (
-            await conn.execute(GET_THREAD, {"thread_id": thread_id, "tenant_id": tenant_id})
-        ).first()
+    async def _existing_thread(self, conn: AsyncConnection, thread_id: uuid.UUID, tenant_id: str | None) -> None:
+        row = (await conn.execute(GET_THREAD, {"thread_id": thread_id, "tenant_id": tenant_id})).first()
         if row is None:
             raise ThreadNotFound(str(thread_id))

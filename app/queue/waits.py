@@ -42,9 +42,7 @@ class Resumed:
 
 
 class Waits(Store):
-    async def find_waitpoint(
-        self, *, run_id: uuid.UUID, name: str, occurrence: int
-    ) -> Recorded | None:
+    async def find_waitpoint(self, *, run_id: uuid.UUID, name: str, occurrence: int) -> Recorded | None:
         """The resumed wait at ``(run, name, occurrence)``, or ``None`` if it must wait (again)."""
         params = {"run_id": run_id, "name": name, "occurrence": occurrence}
         async with self._statement() as conn:
@@ -52,12 +50,7 @@ class Waits(Store):
         return None if row is None else Recorded(row.value, bool(row.timed_out))
 
     async def resume(
-        self,
-        run_id: uuid.UUID,
-        *,
-        tenant_id: str | None,
-        value: Any,
-        waitpoint_id: uuid.UUID | None = None,
+        self, run_id: uuid.UUID, *, tenant_id: str | None, value: Any, waitpoint_id: uuid.UUID | None = None
     ) -> Resumed:
         """A waiting run back to pending with ``value`` for its open wait (``waitpoint_id``, if
         given, must name it); :class:`NotWaiting` otherwise, :class:`RunNotFound` for no such run."""
@@ -65,9 +58,7 @@ class Waits(Store):
         async with self._tx() as conn:
             row = (await conn.execute(RESUME_WAITS, {**params, "tenant_id": tenant_id})).first()
             if row is None:
-                found = (
-                    await conn.execute(GET_RUN, {"run_id": run_id, "tenant_id": tenant_id})
-                ).first()
+                found = (await conn.execute(GET_RUN, {"run_id": run_id, "tenant_id": tenant_id})).first()
         if row is None:
             raise NotWaiting(str(run_id)) if found is not None else RunNotFound(str(run_id))
         return _resumed(row)
@@ -78,10 +69,7 @@ class Waits(Store):
             await conn.execute(BOUND_IDLE_TRANSACTION, self._idle_bound())
             if not (await conn.execute(REAPER_LOCK)).scalar():
                 return []
-            due = [
-                (r.run_id, r.waitpoint_id)
-                for r in await conn.execute(DUE_WAITPOINTS, {"batch": batch})
-            ]
+            due = [(r.run_id, r.waitpoint_id) for r in await conn.execute(DUE_WAITPOINTS, {"batch": batch})]
 
             async def resume(waits: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> Sequence[Any]:
                 params = self._resume_params(waits, value=None, timed_out=True)
@@ -91,11 +79,7 @@ class Waits(Store):
         return [_resumed(r) for r in rows]
 
     def _resume_params(
-        self,
-        waits: Sequence[tuple[uuid.UUID, uuid.UUID | None]],
-        *,
-        value: str | None,
-        timed_out: bool,
+        self, waits: Sequence[tuple[uuid.UUID, uuid.UUID | None]], *, value: str | None, timed_out: bool
     ) -> dict[str, Any]:
         return {
             "run_ids": [w[0] for w in waits],

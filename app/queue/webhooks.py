@@ -53,13 +53,8 @@ class Webhooks(Store):
         """Up to ``batch`` due deliveries, each leased for ``lease_s`` (the request's timeout
         and a margin): a sender that dies leaves them to be sent again once that passes."""
         async with self._statement() as conn:
-            rows = (
-                await conn.execute(CLAIM_DELIVERIES, {"batch": batch, "lease_s": lease_s})
-            ).all()
-        return [
-            DeliveryJob(delivery_from_row(row), event_from_row(row, prefix="event_"))
-            for row in rows
-        ]
+            rows = (await conn.execute(CLAIM_DELIVERIES, {"batch": batch, "lease_s": lease_s})).all()
+        return [DeliveryJob(delivery_from_row(row), event_from_row(row, prefix="event_")) for row in rows]
 
     async def settle_delivery(
         self,
@@ -97,12 +92,7 @@ class Webhooks(Store):
         before: tuple[datetime, uuid.UUID] | None = None,
     ) -> list[Delivery]:
         """Newest first; ``before`` is the keyset cursor ``(created_at, id)`` of the last row seen."""
-        params = {
-            "tenant_id": tenant_id,
-            "status": status,
-            "run_id": run_id,
-            **page_params(before, limit),
-        }
+        params = {"tenant_id": tenant_id, "status": status, "run_id": run_id, **page_params(before, limit)}
         async with self._statement() as conn:
             rows = (await conn.execute(LIST_DELIVERIES, params)).all()
         return [delivery_from_row(r) for r in rows]
@@ -135,15 +125,9 @@ class Webhooks(Store):
     async def create_webhook_secret(self, tenant_id: str, *, sealed: str) -> str:
         """Store the tenant's first secret; the sealed secret that won if another request raced."""
         async with self._statement() as conn:
-            won = (
-                await conn.execute(
-                    CREATE_WEBHOOK_SECRET, {"tenant_id": tenant_id, "secret": sealed}
-                )
-            ).scalar()
+            won = (await conn.execute(CREATE_WEBHOOK_SECRET, {"tenant_id": tenant_id, "secret": sealed})).scalar()
             if won is None:
-                won = (
-                    (await conn.execute(GET_WEBHOOK_SECRETS, {"tenant_id": tenant_id})).one().secret
-                )
+                won = (await conn.execute(GET_WEBHOOK_SECRETS, {"tenant_id": tenant_id})).one().secret
         return str(won)
 
     async def rotate_webhook_secret(self, tenant_id: str, *, sealed: str, overlap_s: float) -> None:

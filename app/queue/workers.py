@@ -50,9 +50,7 @@ class Workers(Store):
                     "locked_until": r.locked_until,
                 }
             )
-        workers = [
-            WorkerView(**r._asdict(), leases=leases.pop(r.worker_id, [])) for r in registered
-        ]
+        workers = [WorkerView(**r._asdict(), leases=leases.pop(r.worker_id, [])) for r in registered]
         return workers + [WorkerView(worker_id=w, leases=held) for w, held in leases.items()]
 
     async def forget_worker(self, worker_id: str) -> None:

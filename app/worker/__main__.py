@@ -24,9 +24,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--concurrency must be at least 1")
     settings = get_settings()
     start_agents(settings)
-    configure_logging(
-        settings.log_format, settings.log_level
-    )  # before the embedded server logs its start
+    configure_logging(settings.log_format, settings.log_level)  # before the embedded server logs its start
     with database(settings) as url:
         return run_worker(settings, database_url=url, concurrency=args.concurrency)
 

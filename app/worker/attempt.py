@@ -84,9 +84,7 @@ class Attempt(Stoppable):
         self._stored_state: str | None = None
         self._stored_waits = dict(self._waits)
         self._wait_texts: tuple[str, str] | None = None  # a wait's payload and checkpoint, as JSON
-        self._effects: dict[str, Any] | None = (
-            None  # the run's effect ledger, read at the first effect
-        )
+        self._effects: dict[str, Any] | None = None  # the run's effect ledger, read at the first effect
         self.lease_id = claim.lease_id
         self.lease: Lease | None = Lease(queue.engine, run.id, claim.lease_id)
         self.thread: ThreadView | None = None  # set by the runner for a run in a thread
@@ -113,11 +111,7 @@ class Attempt(Stoppable):
             return AgentEnded(cancelled=True)
         task = asyncio.current_task()
         assert task is not None
-        deadline = (
-            None
-            if remaining_s is None
-            else self._loop.call_later(remaining_s, self.stop, "deadline")
-        )
+        deadline = None if remaining_s is None else self._loop.call_later(remaining_s, self.stop, "deadline")
         self._task = task
         try:
             return AgentEnded(value=await agent_class().run(self))
@@ -140,35 +134,23 @@ class Attempt(Stoppable):
         """Write the attempt's ending with every event still buffered, once the agent is done
         (nothing cancels it any more); :class:`LeaseLost` if the claim is no longer ours."""
         finish, output = self._clean(finish)
-        wait_payload, wait_state = (
-            self._wait_texts if finish.wait is not None and self._wait_texts else (None, None)
-        )
+        wait_payload, wait_state = self._wait_texts if finish.wait is not None and self._wait_texts else (None, None)
         usage = self.usage.unstored
 
         def ended(events: EncodedEvents) -> Ended:
             return Ended(
-                self.run_id,
-                self.lease_id,
-                finish,
-                events,
+                self.run_id, self.lease_id, finish, events,
                 messages=tuple(self._unsaved_messages),  # read under the buffer's lock
-                usage=usage,
-                output=output,
-                wait_payload=wait_payload,
-                wait_state=wait_state,
+                usage=usage, output=output, wait_payload=wait_payload, wait_state=wait_state,
             )
 
         try:
             finished = await self.events.flush_final(
-                lambda take: self._write(
-                    lambda encoded: self._writer.finish(lambda: ended(encoded())), take
-                )
+                lambda take: self._write(lambda encoded: self._writer.finish(lambda: ended(encoded())), take)
             )
         except InvalidData as exc:  # PostgreSQL refused what it carried: dead, with none of it
             dead = Finish.dead(InvalidData.code, str(exc))
-            finished = await self._writer.finish(
-                lambda: Ended(self.run_id, self.lease_id, dead, usage=usage)
-            )
+            finished = await self._writer.finish(lambda: Ended(self.run_id, self.lease_id, dead, usage=usage))
         self.usage.written(usage)
         return finished
 
@@ -226,9 +208,7 @@ class Attempt(Stoppable):
                 raise ValueError(f"a thread message needs a role of {sorted(MESSAGE_ROLES)}")
             content = message.get("content")
             if isinstance(content, str) and len(content) > MAX_MESSAGE_CHARS:
-                raise ValueError(
-                    f"a thread message may hold at most {MAX_MESSAGE_CHARS} characters"
-                )
+                raise ValueError(f"a thread message may hold at most {MAX_MESSAGE_CHARS} characters")
             checked.append(self._encode(dict(message), what="a thread message"))
         self._unsaved_messages.extend(checked)
 
@@ -267,14 +247,10 @@ class Attempt(Stoppable):
                 waits[name] = waits.get(name, 0) + passed
             checkpoint = None
             if state is not None or waits != self._stored_waits:
-                checkpoint = self._encoder.checkpoint(
-                    self._stored_state if state is None else state, waits
-                )
+                checkpoint = self._encoder.checkpoint(self._stored_state if state is None else state, waits)
             stored = await self._write(
                 lambda encoded: self._writer.append(
-                    lambda: Appended(
-                        self.run_id, self.lease_id, encoded(), checkpoint, messages, usage, effects
-                    )
+                    lambda: Appended(self.run_id, self.lease_id, encoded(), checkpoint, messages, usage, effects)
                 ),
                 take,
             )
@@ -291,9 +267,7 @@ class Attempt(Stoppable):
             except DatabaseUnavailable as exc:  # the writer retries, after a pause
                 log.debug("checkpoint not stored yet: %s", exc)
 
-    async def _write(
-        self, write: Callable[[Callable[[], EncodedEvents]], Awaitable[T]], take: Take
-    ) -> T:
+    async def _write(self, write: Callable[[Callable[[], EncodedEvents]], Awaitable[T]], take: Take) -> T:
         """Every write of this attempt but the background ones: its events encoded when the
         statement takes them; a failed write stops the attempt as :meth:`_write_failed` says."""
         count = 0
@@ -337,9 +311,7 @@ class Attempt(Stoppable):
 
     # -- waits -----------------------------------------------------------------------------
 
-    async def wait_for(
-        self, name: str, *, payload: Any = None, timeout_s: float | None = None
-    ) -> Any:
+    async def wait_for(self, name: str, *, payload: Any = None, timeout_s: float | None = None) -> Any:
         """The recorded value of this wait (the same name and occurrence, as effects are keyed),
         or end the attempt waiting for it."""
         if not name:
@@ -349,16 +321,11 @@ class Attempt(Stoppable):
         stored_payload = self._encode(payload, what=f"the payload of the wait {name!r}")
         occurrence = self._waits.get(name, 0) + 1
         self._waits[name] = occurrence
-        recorded = await self._queue.find_waitpoint(
-            run_id=self.run_id, name=name, occurrence=occurrence
-        )
+        recorded = await self._queue.find_waitpoint(run_id=self.run_id, name=name, occurrence=occurrence)
         if recorded is None:
             # The checkpoint the resumed attempt starts from: the last one stored, whole (state,
             # waits passed), since the resumed attempt runs the agent's code after it again.
-            self._wait_texts = (
-                stored_payload,
-                self._encoder.checkpoint(self._stored_state, self._stored_waits),
-            )
+            self._wait_texts = (stored_payload, self._encoder.checkpoint(self._stored_state, self._stored_waits))
             raise WaitRequested(name, occurrence, payload, timeout_s)
         if recorded.timed_out:
             raise WaitTimedOut(f"the wait {name!r} timed out")
@@ -366,9 +333,7 @@ class Attempt(Stoppable):
 
     def _wait(self, wait: WaitRequested) -> Wait:
         """The waiting ending (its payload and checkpoint were encoded by :meth:`wait_for`)."""
-        return Wait(
-            name=wait.name, occurrence=wait.occurrence, payload=None, timeout_s=wait.timeout_s
-        )
+        return Wait(name=wait.name, occurrence=wait.occurrence, payload=None, timeout_s=wait.timeout_s)
 
     # -- effects, tools, budget -------------------------------------------------------------
 
@@ -387,11 +352,7 @@ class Attempt(Stoppable):
         except InvalidData as exc:
             self._write_failed(exc)
             raise
-        inside = {
-            name: n - before.get(name, 0)
-            for name, n in self._waits.items()
-            if n != before.get(name, 0)
-        }
+        inside = {name: n - before.get(name, 0) for name, n in self._waits.items() if n != before.get(name, 0)}
         stored = await self._store(effects=[(key, record)], waits_inside=inside)
         kept = stored.kept.get(key, result)  # an earlier record of the key wins over this one
         self._effects[key] = kept
@@ -399,9 +360,7 @@ class Attempt(Stoppable):
 
     async def shell(self, command: str, *, timeout_s: float | None = None) -> ShellResult:
         self.raise_if_cancelled()
-        result = await run_shell(
-            command, groups=self.groups, timeout_s=timeout_s, redactor=self._redactor
-        )
+        result = await run_shell(command, groups=self.groups, timeout_s=timeout_s, redactor=self._redactor)
         # Killed because the run is stopping: not a result for the agent to act on.
         self.raise_if_cancelled()
         return result
@@ -413,19 +372,12 @@ class Attempt(Stoppable):
         self.usage.count_tool_call()
 
     def record_usage(
-        self,
-        *,
-        input_tokens: int = 0,
-        output_tokens: int = 0,
-        model_calls: int = 0,
-        tool_calls: int = 0,
+        self, *, input_tokens: int = 0, output_tokens: int = 0, model_calls: int = 0, tool_calls: int = 0
     ) -> None:
         """Add what a model call (or a tool) consumed. Past ``budget.max_tokens`` the run stops
         at once (its tools are killed, ``cancelled`` turns true) and ends dead with
         ``budget_exceeded``, whatever the agent does with the exception raised here."""
-        self.usage.record(
-            Usage(*(int(n) for n in (input_tokens, output_tokens, model_calls, tool_calls)))
-        )
+        self.usage.record(Usage(*(int(n) for n in (input_tokens, output_tokens, model_calls, tool_calls))))
         if self.usage.over_budget:
             self._mark_stopped("budget")
             raise BudgetExceeded(self.usage.budget_message)

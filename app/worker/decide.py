@@ -11,9 +11,7 @@ from app.agents.base import AgentError, BudgetExceeded, DeadlineExceeded, FatalE
 from app.domain import Finish, Wait
 from app.errors import DatabaseUnavailable, InvalidData, LeaseLost
 
-StopReason = Literal[
-    "cancel", "lease_lost", "shutdown", "deadline", "budget", "invalid_data", "write_failed"
-]
+StopReason = Literal["cancel", "lease_lost", "shutdown", "deadline", "budget", "invalid_data", "write_failed"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,12 +46,7 @@ class Encoder:
         """A buffer's events as a statement carries them: the tokens it merged are redacted and
         encoded now, every other event was when it was emitted."""
         return [
-            (
-                type,
-                data
-                if isinstance(data, str)
-                else self.value(data, what=f"the data of a {type!r} event"),
-            )
+            (type, data if isinstance(data, str) else self.value(data, what=f"the data of a {type!r} event"))
             for type, data in events
         ]
 

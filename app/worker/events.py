@@ -98,11 +98,7 @@ class EventBuffer:
         self._events.append((DELTA, data))
 
     def _write_in_background(self) -> None:
-        if (
-            self._events
-            and self._submit is not None
-            and not (self._background or self._lock.locked())
-        ):
+        if self._events and self._submit is not None and not (self._background or self._lock.locked()):
             self._background = True
             self._submit(self._take_background, self._background_written, self._urgent)
 

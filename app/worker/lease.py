@@ -119,9 +119,7 @@ class Heartbeat:
             held = dict(self._held)
         started = time.perf_counter()
         try:
-            check = await queue.renew_leases(
-                {run_id: h.lease_id for run_id, h in held.items()}, worker=self._worker
-            )
+            check = await queue.renew_leases({run_id: h.lease_id for run_id, h in held.items()}, worker=self._worker)
         except Exception as exc:
             # A short outage costs nothing: the runs go on. But once a lease may have expired
             # unrenewed, another worker may hold the run: stop it, as if the lease were lost.
@@ -154,8 +152,6 @@ class Heartbeat:
         # Renewals start before the agent's first write and keep the margin of one interval.
         deadline = time.monotonic() - (self._lease_s - self._interval_s)
         with self._lock:
-            expired = [
-                run_id for run_id in held if self._renewed_at.get(run_id, deadline) < deadline
-            ]
+            expired = [run_id for run_id in held if self._renewed_at.get(run_id, deadline) < deadline]
         for run_id in expired:
             held[run_id].lease_lost()

@@ -104,9 +104,7 @@ async def keep_partitions(queue: Queue, *, retention_s: float) -> None:
         log.info("event partition %s created", name)
     if retention_s > 0:
         if moved := await queue.rehome_unfinished():
-            log.info(
-                "%d runs still going after a day moved their history to today's partition", moved
-            )
+            log.info("%d runs still going after a day moved their history to today's partition", moved)
         for name in await queue.drop_expired_partitions(older_than_s=retention_s):
             EVENT_PARTITIONS.labels(change="dropped").inc()
             log.info("event partition %s dropped: past retention", name)

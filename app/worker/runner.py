@@ -265,27 +265,14 @@ class Runner:
         run = claim.run
         # The attempt's span, in the run's trace (under the request that created it), from the
         # claim on; the claim, model calls and tool calls are spans below it.
-        attributes = {
-            "runq.run_id": str(run.id),
-            "runq.tenant_id": run.tenant_id,
-            "runq.agent": run.agent,
-            "runq.attempt": run.attempts,
-        }
+        attributes = {"runq.run_id": str(run.id), "runq.tenant_id": run.tenant_id,
+                      "runq.agent": run.agent, "runq.attempt": run.attempts}
         with (
-            tracing.span(
-                "runq.attempt",
-                traceparent=run.traceparent,
-                attributes=attributes,
-                start_ns=claimed[0],
-            ) as span,
+            tracing.span("runq.attempt", traceparent=run.traceparent, attributes=attributes, start_ns=claimed[0]) as span,
             log_context(run_id=run.id, tenant_id=run.tenant_id, attempt=run.attempts),
         ):
-            tracing.record_span(
-                "runq.claim",
-                start_ns=claimed[0],
-                end_ns=claimed[1],
-                attributes={"runq.worker_id": self._worker_id},
-            )
+            tracing.record_span("runq.claim", start_ns=claimed[0], end_ns=claimed[1],
+                                attributes={"runq.worker_id": self._worker_id})
             await self._attempt(claim, span)
 
     async def _attempt(self, claim: Claim, span: tracing.Span) -> None:
@@ -320,9 +307,7 @@ class Runner:
                 return
             if ended.error is not None and finish.error_code == "internal_error":
                 log.error("agent raised an unexpected error", exc_info=ended.error)
-            span.set_attributes(
-                {"runq.ending": finish.ending.value, "runq.error_code": finish.error_code or ""}
-            )
+            span.set_attributes({"runq.ending": finish.ending.value, "runq.error_code": finish.error_code or ""})
             await self._finish(attempt, finish)
         finally:
             attempt.close()
@@ -337,11 +322,7 @@ class Runner:
         try:
             agent_class = self._agent_class(run.agent)
         except Exception as exc:  # not registered, or its module does not import
-            return AgentEnded(
-                error=FatalError(
-                    f"agent {run.agent!r} is not available: {exc}", code="unknown_agent"
-                )
-            )
+            return AgentEnded(error=FatalError(f"agent {run.agent!r} is not available: {exc}", code="unknown_agent"))
         try:  # checked when the run was created; again here for a run stored before its agent had a schema
             check_input(run.agent, agent_class, run.input)
         except InvalidInput as exc:
@@ -353,11 +334,7 @@ class Runner:
             try:
                 history = await self._queue.thread_history(run.thread_id, run_id=run.id)
             except DatabaseUnavailable as exc:
-                return AgentEnded(
-                    error=RetryableError(
-                        f"thread history not readable: {exc}", code="database_unavailable"
-                    )
-                )
+                return AgentEnded(error=RetryableError(f"thread history not readable: {exc}", code="database_unavailable"))
             attempt.thread = ThreadView(run.thread_id, history)
         return await attempt.run_agent(agent_class, remaining)
 
@@ -384,9 +361,7 @@ class Runner:
                 wait = backoff.next()
                 log.warning("ending not written yet, retrying in %.1f s: %s", wait, exc)
                 await asyncio.sleep(wait)
-            except (
-                Exception
-            ):  # the writer logged it; the reaper ends the run once its lease expires
+            except Exception:  # the writer logged it; the reaper ends the run once its lease expires
                 log.error("ending not written, leaving the run to the reaper")
                 return
         count_ending(finished)

@@ -62,9 +62,7 @@ class Stoppable:
         reason: StopReason = "invalid_data" if isinstance(exc, InvalidData) else "write_failed"
         with self._lock:
             if self.failure is None:
-                self.failure = (
-                    str(exc) if reason == "invalid_data" else f"{type(exc).__name__}: {exc}"
-                )
+                self.failure = str(exc) if reason == "invalid_data" else f"{type(exc).__name__}: {exc}"
         self._mark_stopped(reason)
         self._loop.call_soon(self._cancel_task)
 
@@ -90,3 +88,4 @@ class Stoppable:
     def raise_if_cancelled(self) -> None:
         if self._cancelled:
             raise asyncio.CancelledError("the run was asked to stop")
+

@@ -143,14 +143,10 @@ class WebhookSender:
                 },
                 separators=(",", ":"),
             )
-        except (
-            Exception
-        ) as exc:  # a row no body can be made of: failed, visible, not retried forever
+        except Exception as exc:  # a row no body can be made of: failed, visible, not retried forever
             MAINTENANCE_ERRORS.labels(step="webhooks").inc()
             log.exception("webhook delivery %s: no body can be made of its run", delivery.id)
-            await self._settle(
-                job, "failed", None, f"no body can be made of the run: {type(exc).__name__}: {exc}"
-            )
+            await self._settle(job, "failed", None, f"no body can be made of the run: {type(exc).__name__}: {exc}")
             return
         headers = signature_headers(secrets_=secrets, msg_id=str(delivery.id), body=body) | {
             "content-type": "application/json",
@@ -168,9 +164,7 @@ class WebhookSender:
                 ) as response:
                     code = response.status_code
         except (TimeoutError, httpx.TimeoutException):
-            await self._settle(
-                job, "retry", None, f"no answer within {self._timeout_s:g} s", started
-            )
+            await self._settle(job, "retry", None, f"no answer within {self._timeout_s:g} s", started)
             return
         except httpx.HTTPError as exc:
             await self._settle(job, "retry", None, f"{type(exc).__name__}: {exc}", started)
@@ -183,12 +177,7 @@ class WebhookSender:
             await self._settle(job, "retry", code, f"the receiver answered {code}", started)
 
     async def _settle(
-        self,
-        job: DeliveryJob,
-        outcome: Outcome,
-        code: int | None,
-        error: str | None,
-        started: float | None = None,
+        self, job: DeliveryJob, outcome: Outcome, code: int | None, error: str | None, started: float | None = None
     ) -> None:
         if started is not None:
             WEBHOOK_REQUEST_SECONDS.observe(time.monotonic() - started)
@@ -211,9 +200,7 @@ class WebhookSender:
         if settled is None:
             log.info("webhook delivery %s was taken over by another sender", job.delivery.id)
             return
-        WEBHOOK_DELIVERIES.labels(
-            outcome=settled.status if settled.status != "pending" else "retry"
-        ).inc()
+        WEBHOOK_DELIVERIES.labels(outcome=settled.status if settled.status != "pending" else "retry").inc()
         if settled.delivered_at is not None:
             WEBHOOK_LATENCY.observe((settled.delivered_at - job.event.created_at).total_seconds())
         log.info(
@@ -222,16 +209,13 @@ class WebhookSender:
         )  # fmt: skip
 
 
-def sender_from_settings(
-    queue: Queue, settings: Settings, *, guard: UrlGuard | None = None
-) -> WebhookSender:
+def sender_from_settings(queue: Queue, settings: Settings, *, guard: UrlGuard | None = None) -> WebhookSender:
     """The sender as configured by ``RUNQ_*``; ``guard`` replaces the one built from the allow
     list (tests inject a resolver)."""
     return WebhookSender(
         queue,
         secrets=TenantSecrets(queue, settings.secret_key or ""),
-        guard=guard
-        or UrlGuard(settings.webhook_allow_hosts, hosts_only=settings.webhook_hosts_only),
+        guard=guard or UrlGuard(settings.webhook_allow_hosts, hosts_only=settings.webhook_hosts_only),
         timeout_s=settings.webhook_timeout_s,
         lease_s=settings.lease_s,
         retry=RetryBackoff(settings.retry_base_s, settings.retry_max_s),

@@ -93,9 +93,7 @@ class Batcher(Generic[ItemT, ResultT]):
         self._max_batch = max_batch
         self._pending: list[tuple[Callable[[], ItemT | None], Done]] = []
         self._urgent = False  # an item of _pending may not wait for the tick
-        self._ticking: asyncio.Future[None] | None = (
-            None  # the tick's wait, ended early by an urgent item
-        )
+        self._ticking: asyncio.Future[None] | None = None  # the tick's wait, ended early by an urgent item
         self._writer: asyncio.Task[None] | None = None
         self._in_flight: set[asyncio.Task[None]] = set()
         self._next_at = float("-inf")  # the tick
@@ -103,9 +101,7 @@ class Batcher(Generic[ItemT, ResultT]):
 
     async def write(self, take: Callable[[], ItemT], *, urgent: bool = False) -> ResultT:
         future: asyncio.Future[ResultT] = asyncio.get_running_loop().create_future()
-        self.submit(
-            lambda: None if future.done() else take(), partial(_settle, future), urgent=urgent
-        )
+        self.submit(lambda: None if future.done() else take(), partial(_settle, future), urgent=urgent)
         return await future
 
     def submit(
@@ -189,12 +185,8 @@ class Batcher(Generic[ItemT, ResultT]):
                 return
             # PostgreSQL refused something of one run (we cannot tell which from here): each
             # half again, until the run at fault is alone and the others are written
-            log.warning(
-                "%s: a statement of %d runs refused, written in halves: %s",
-                self._name,
-                len(items),
-                server_message(exc),
-            )
+            log.warning("%s: a statement of %d runs refused, written in halves: %s", self._name, len(items),
+                        server_message(exc))
             half = len(items) // 2
             await self._send(items[:half])
             await self._send(items[half:])
@@ -212,9 +204,7 @@ class Batcher(Generic[ItemT, ResultT]):
         elif refused_data(exc):
             exc = InvalidData(f"PostgreSQL refused the run's data: {server_message(exc)}")
         else:
-            log.error(
-                "%s: the write of run %s failed", self._name, items[0][0].run_id, exc_info=exc
-            )
+            log.error("%s: the write of run %s failed", self._name, items[0][0].run_id, exc_info=exc)
         for _, done in items:
             done(exc)
 
@@ -247,11 +237,7 @@ class Writer:
         return await self._endings.write(take)
 
     def append_in_background(
-        self,
-        take: Callable[[], Appended | None],
-        done: Callable[[Stored | BaseException], None],
-        *,
-        urgent: bool,
+        self, take: Callable[[], Appended | None], done: Callable[[Stored | BaseException], None], *, urgent: bool
     ) -> None:
         """:meth:`append` of buffered events alone, without waiting: ``done`` gets what was
         stored or the exception in its place; ``take`` returning ``None`` leaves the run out."""

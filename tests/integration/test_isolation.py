@@ -26,7 +26,6 @@ from app.api.tokens import issue_token
 from app.main import create_app
 from app.settings import Settings
 from tests.api_support import SECRET, new_key
-from tests.langgraph_server.conftest import CONFIG as LANGGRAPH_CONFIG
 
 MARK = "alice-private-7f3c"  # in A's run input: must never reach anyone but A
 PUBLIC = {"/healthz", "/readyz", "/metrics"}
@@ -53,16 +52,39 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("DELETE", "/langgraph/store/items"): {"namespace": ["notes"], "key": "k"},
     ("POST", "/langgraph/store/items/search"): {"namespace_prefix": ["notes"]},
     ("POST", "/langgraph/store/namespaces"): {},
-    ("POST", "/langgraph/runs/crons"): {"assistant_id": "counter", "schedule": "0 9 * * *"},
-    ("POST", "/langgraph/threads/{thread_id}/runs/crons"): {"assistant_id": "counter", "schedule": "0 9 * * *"},
+    ("POST", "/langgraph/runs/crons"): {"assistant_id": "no-graph", "schedule": "0 9 * * *"},
+    ("POST", "/langgraph/threads/{thread_id}/runs/crons"): {"assistant_id": "no-graph", "schedule": "0 9 * * *"},
     ("PATCH", "/langgraph/runs/crons/{cron_id}"): {"enabled": False},
     ("POST", "/langgraph/runs/crons/search"): {},
     ("POST", "/langgraph/runs/crons/count"): {},
+    # LangGraph's API (§17): this app serves no graph, so a run names an assistant that is none
+    # (tests/langgraph_server runs real graphs); B's thread-less runs are refused for that.
+    ("POST", "/langgraph/threads/{thread_id}/state"): {"values": {"who": "bob"}},
+    ("POST", "/langgraph/runs/batch"): [],
+    **{
+        ("POST", path): {"assistant_id": "no-graph", "input": {"prompt": "bob's own"}}
+        for path in ("/langgraph/runs", "/langgraph/runs/stream", "/langgraph/runs/wait", "/langgraph/threads/{thread_id}/runs",
+                     "/langgraph/threads/{thread_id}/runs/stream", "/langgraph/threads/{thread_id}/runs/wait")
+    },
 }
 QUERIES = {("GET", "/langgraph/store/items"): {"namespace": "notes", "key": "k"}}
 # A chat id names a chat of the caller's own tenant (none yet: empty, 204), never A's.
 REFUSED = {("POST", "/ai-sdk/chat"): 422}
-ANSWERS_TO_B = {("POST", "/ag-ui/{agent}"): (409, "not_waiting")}
+ANSWERS_TO_B = {
+    ("POST", "/ag-ui/{agent}"): (409, "not_waiting"),
+    **{
+        (method, path): (404, "not_found")
+        for method, path in (("POST", "/langgraph/runs"), ("POST", "/langgraph/runs/stream"), ("POST", "/langgraph/runs/crons"),
+                             ("POST", "/langgraph/runs/wait"), ("GET", "/langgraph/assistants/{assistant_id}"),
+                             ("GET", "/langgraph/assistants/{assistant_id}/graph"),
+                             ("GET", "/langgraph/assistants/{assistant_id}/schemas"),
+                             ("GET", "/langgraph/assistants/{assistant_id}/subgraphs"))
+    },
+}
+# LangGraph's routes of a thread's run: A's run here is in no thread, so A's own control is a 404.
+NOT_THE_THREADS_RUN = {
+    ("GET", f"/langgraph/threads/{{thread_id}}/runs/{{run_id}}{tail}") for tail in ("", "/join", "/stream")
+}
 # Streams that follow A's pending run until it ends: no control request with A's key here
 # (tests/integration/api/test_api_ag_ui.py reads them to the end).
 ENDLESS = {("GET", "/ag-ui/runs/{run_id}/events")}
@@ -73,8 +95,7 @@ JSON = {"Accept": "application/json"}
 
 @pytest.fixture
 async def app(database_url: str) -> AsyncIterator[FastAPI]:
-    settings = Settings(database_url=database_url, secret_key=SECRET, poll_s=0.2, langgraph_config=LANGGRAPH_CONFIG)
-    app = create_app(settings, sse_ping_s=0.2)
+    app = create_app(Settings(database_url=database_url, secret_key=SECRET, poll_s=0.2), sse_ping_s=0.2)
     async with app.router.lifespan_context(app):
         yield app
 
@@ -99,7 +120,7 @@ def fill(path: str, run_id: str, schedule_id: str = NO_SUCH, thread_id: str = NO
     known = {
         "run_id": run_id, "tenant": "alice", "schedule_id": schedule_id, "delivery_id": NO_SUCH, "thread_id": thread_id,
         "chat_id": thread_id, "cron_id": schedule_id,
-        "agent": "demo",
+        "agent": "demo", "assistant_id": "no-graph", "checkpoint_id": NO_SUCH,
     }  # fmt: skip
     for name in [part[1:-1] for part in path.split("/") if part.startswith("{")]:
         assert name in known, f"{path}: teach test_isolation how to fill {{{name}}}"
@@ -111,7 +132,8 @@ async def call(
     client: httpx.AsyncClient, method: str, path: str, run_id: str, headers: dict[str, str], schedule_id: str = NO_SUCH,
     thread_id: str = NO_SUCH,
 ) -> httpx.Response:
-    body = json.loads(json.dumps(BODIES.get((method, path))).replace("{thread_id}", thread_id))
+    default = {} if path.startswith("/langgraph/") else None  # LangGraph's SDKs always send a body
+    body = json.loads(json.dumps(BODIES.get((method, path), default)).replace("{thread_id}", thread_id))
     return await client.request(
         method, fill(path, run_id, schedule_id, thread_id), headers=JSON | headers,
         json=body if method in ("POST", "PUT", "PATCH", "DELETE") and body is not None else None,
@@ -169,7 +191,7 @@ async def test_every_route_keeps_tenants_apart(app: FastAPI, client: httpx.Async
             assert thread_id not in shown(response), f"{where} shows A's thread id to B"
         if (
             method == "GET" and any(name in path for name in TENANT_OBJECTS) and not path.startswith("/admin")
-            and (method, path) not in ENDLESS
+            and (method, path) not in ENDLESS | NOT_THE_THREADS_RUN
         ):
             mine = await call(client, method, path, run_id, alice, schedule_id, thread_id)
             assert mine.status_code == 200, f"{where}: the control with A's own key failed"
@@ -266,9 +288,36 @@ THREAD_TOKEN_ROUTES = {
     # AG-UI: the thread in the body (its own: an interrupt answered that is not open), the run's events
     ("POST", "/ag-ui/{agent}"),
     ("GET", "/ag-ui/runs/{run_id}/events"),
+    # LangGraph's API: the thread, its state and runs (key-only: delete, copy, search, count)
+    ("GET", "/langgraph/threads/{thread_id}"),
+    ("PATCH", "/langgraph/threads/{thread_id}"),
+    ("GET", "/langgraph/threads/{thread_id}/state"),
+    ("POST", "/langgraph/threads/{thread_id}/state"),
+    ("GET", "/langgraph/threads/{thread_id}/state/{checkpoint_id}"),
+    ("GET", "/langgraph/threads/{thread_id}/history"),
+    ("POST", "/langgraph/threads/{thread_id}/history"),
+    ("GET", "/langgraph/threads/{thread_id}/runs"),
+    ("POST", "/langgraph/threads/{thread_id}/runs"),
+    ("POST", "/langgraph/threads/{thread_id}/runs/stream"),
+    ("POST", "/langgraph/threads/{thread_id}/runs/wait"),
+    ("GET", "/langgraph/threads/{thread_id}/runs/{run_id}"),
+    ("GET", "/langgraph/threads/{thread_id}/runs/{run_id}/join"),
+    ("GET", "/langgraph/threads/{thread_id}/runs/{run_id}/stream"),
+    ("POST", "/langgraph/threads/{thread_id}/runs/{run_id}/cancel"),
 }
-# On its own thread these would follow the pending run to its end (test_api_ai_sdk.py has them).
-NOT_ON_OWN_THREAD = {("GET", "/ai-sdk/chat/{chat_id}/stream"), *ENDLESS}  # these follow a pending run
+# On its own thread these would follow the pending run to its end (test_api_ai_sdk.py has them);
+# LangGraph's run creates and state update need a graph, which this app does not serve
+# (tests/langgraph_server/ drives them, and cancel, with a thread token).
+NOT_ON_OWN_THREAD = {
+    ("GET", "/ai-sdk/chat/{chat_id}/stream"), *ENDLESS,
+    ("GET", "/langgraph/threads/{thread_id}/runs/{run_id}/join"),
+    ("GET", "/langgraph/threads/{thread_id}/runs/{run_id}/stream"),
+    ("POST", "/langgraph/threads/{thread_id}/state"),
+    ("POST", "/langgraph/threads/{thread_id}/runs"),
+    ("POST", "/langgraph/threads/{thread_id}/runs/stream"),
+    ("POST", "/langgraph/threads/{thread_id}/runs/wait"),
+    ("POST", "/langgraph/threads/{thread_id}/runs/{run_id}/cancel"),  # would end the run the others are tried on
+}  # fmt: skip
 
 
 async def test_thread_tokens_open_their_thread_and_its_runs_only(

@@ -287,3 +287,35 @@ async def test_keys_and_tenants(server: Server, lg: LangGraphClient, database_ur
         ).status_code == 200
         other = {"x-api-key": new_key(database_url)}
         assert (await http.get(f"/threads/{thread['thread_id']}", headers=other)).status_code == 404
+
+
+async def test_a_thread_token_opens_its_thread_only(
+    server: Server, lg: LangGraphClient, tmp_path: Path
+) -> None:
+    runq_only(server, "a browser gets a token for one thread (§15.3), not the tenant's key")
+    mine, other = await lg.threads.create(), await lg.threads.create()
+    root = server.url.removesuffix("/langgraph")
+    async with httpx.AsyncClient(base_url=root, headers={"x-api-key": server.key or ""}) as http:
+        token = (
+            await http.post(
+                f"/threads/{mine['thread_id']}/token",
+                headers={"Authorization": f"Bearer {server.key}"},
+            )
+        ).json()["token"]
+    browser = server.client(key=token)
+    assert await browser.runs.wait(mine["thread_id"], "counter", input={"count": 1}) == {
+        "count": 20,
+        "steps": ["one", "two"],
+    }
+    assert (await browser.threads.get_state(mine["thread_id"]))["values"]["count"] == 20
+    run = await _gated_run(browser, mine["thread_id"], tmp_path / "never")
+    await browser.runs.cancel(mine["thread_id"], run["run_id"], wait=True)
+    assert (await browser.runs.get(mine["thread_id"], run["run_id"]))["status"] == "interrupted"
+    for refused in (
+        browser.threads.get(other["thread_id"]),
+        browser.threads.search(),
+        browser.assistants.search(),
+    ):
+        with pytest.raises(httpx.HTTPStatusError) as caught:
+            await refused
+        assert caught.value.response.status_code == 401

@@ -60,9 +60,7 @@ class LangGraphAgent:
     """
 
     graph: ClassVar[StateGraph[Any]]
-    input_schema: ClassVar[type[BaseModel] | None] = (
-        LangGraphInput  # None when graph_input reads another shape
-    )
+    input_schema: ClassVar[type[BaseModel] | None] = LangGraphInput  # None when graph_input reads another shape
     durability: ClassVar[Literal["sync", "async", "exit"]] = (
         "sync"  # a checkpoint committed before the next superstep
     )
@@ -87,9 +85,7 @@ class LangGraphAgent:
         graph = self.compiled(saver, ctx).copy(update={"store": store})
         saved = ctx.resume_state if isinstance(ctx.resume_state, dict) else {}
         progress = _Progress(
-            base=int(saved.get("base", 0)),
-            added=int(saved.get("added", 0)),
-            tools=set(saved.get("tools", ())),
+            base=int(saved.get("base", 0)), added=int(saved.get("added", 0)), tools=set(saved.get("tools", ()))
         )
         meter = _Meter(ctx, progress.tools)
         config = self.run_config(ctx, thread_id)
@@ -102,11 +98,7 @@ class LangGraphAgent:
                 await ctx.checkpoint(progress.state())
         else:
             interrupts = (await graph.aget_state(config)).interrupts
-            pending = (
-                await self._answer(ctx, interrupts)
-                if interrupts and self.waits_on_interrupt
-                else None
-            )
+            pending = await self._answer(ctx, interrupts) if interrupts and self.waits_on_interrupt else None
         try:
             while True:
                 await self._stream(ctx, graph, pending, config, meter, progress)
@@ -163,12 +155,9 @@ class LangGraphAgent:
         progress: _Progress,
     ) -> None:
         wire = self.stream_modes(ctx)
+        modes: list[Any] = sorted({"messages", "debug", *wire})
         stream = graph.astream(
-            pending,
-            config,
-            stream_mode=sorted({"messages", "debug", *wire}),
-            durability=self.durability,
-            **self.stream_options(ctx),
+            pending, config, stream_mode=modes, durability=self.durability, **self.stream_options(ctx)
         )
         part: Any  # (mode, chunk)
         async for part in stream:
@@ -259,18 +248,14 @@ def _tokens(response: LLMResult) -> tuple[int, int]:
         if (metadata := getattr(getattr(generation, "message", None), "usage_metadata", None))
     ]
     if found:
-        return sum(int(m.get("input_tokens") or 0) for m in found), sum(
-            int(m.get("output_tokens") or 0) for m in found
-        )
+        return sum(int(m.get("input_tokens") or 0) for m in found), sum(int(m.get("output_tokens") or 0) for m in found)
     provider = (response.llm_output or {}).get("token_usage") or {}
     if provider:
         return int(provider.get("prompt_tokens") or 0), int(provider.get("completion_tokens") or 0)
     global _warned_no_usage
     if not _warned_no_usage:
         _warned_no_usage = True
-        log.warning(
-            "a LangGraph model call reported no token usage; with ChatOpenAI, pass stream_usage=True"
-        )
+        log.warning("a LangGraph model call reported no token usage; with ChatOpenAI, pass stream_usage=True")
     return 0, 0
 
 

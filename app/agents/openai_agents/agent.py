@@ -95,17 +95,10 @@ class OpenAIAgentsAgent:
             "session": session,
             "error_handlers": self.error_handlers,
         }
-        if (
-            max_turns := ctx.budget.get("max_turns")
-        ) is not None:  # runq's budget: no handler answers it
-            options |= {
-                "max_turns": int(max_turns),
-                "error_handlers": _without_max_turns(self.error_handlers),
-            }
+        if (max_turns := ctx.budget.get("max_turns")) is not None:  # runq's budget: no handler answers it
+            options |= {"max_turns": int(max_turns), "error_handlers": _without_max_turns(self.error_handlers)}
         try:
-            result = Runner.run_streamed(
-                agent, to_items([*system, *chat.opening_messages()]), **options
-            )
+            result = Runner.run_streamed(agent, to_items([*system, *chat.opening_messages()]), **options)
             await _finished(result)
             while result.interruptions:  # approvals: each decided (a step), then the run goes on
                 state = result.to_state()
@@ -124,11 +117,7 @@ class OpenAIAgentsAgent:
             raise translated from exc
         await steps.store_messages()  # the final answer's, with the ending
         output = result.final_output
-        answer = (
-            {"text": output}
-            if isinstance(output, str)
-            else {"data": to_jsonable_python(output, fallback=str)}
-        )
+        answer = {"text": output} if isinstance(output, str) else {"data": to_jsonable_python(output, fallback=str)}
         return answer | {"agent": result.last_agent.name}
 
     def _durable_config(self, team: RunConfig, steps: RunSteps) -> RunConfig:
@@ -153,9 +142,7 @@ class _Handoffs(RunHooks[Any]):
     def __init__(self, steps: RunSteps) -> None:
         self._steps = steps
 
-    async def on_handoff(
-        self, context: RunContextWrapper[Any], from_agent: Agent[Any], to_agent: Agent[Any]
-    ) -> None:
+    async def on_handoff(self, context: RunContextWrapper[Any], from_agent: Agent[Any], to_agent: Agent[Any]) -> None:
         await self._steps.handoff(from_agent, to_agent)
 
 
@@ -185,11 +172,7 @@ def _translated(exc: Exception) -> Exception:
         return exc.__cause__
     if isinstance(exc, _TRIPWIRES):
         return FatalError(f"{type(exc).__name__}: {exc}", code="guardrail_tripped")
-    if (
-        isinstance(exc, openai.APIStatusError)
-        and exc.status_code not in (408, 429)
-        and exc.status_code < 500
-    ):
+    if isinstance(exc, openai.APIStatusError) and exc.status_code not in (408, 429) and exc.status_code < 500:
         return FatalError(redact(f"model request failed: {exc}"), code="model_error")
     if isinstance(exc, openai.APIError):  # connection, timeout, 429, 5xx after the client's retries
         return RetryableError(redact(f"model unavailable: {exc}"), code="model_unavailable")

@@ -32,14 +32,8 @@ def durable_graph(agent: Agent[Any], steps: RunSteps) -> Agent[Any]:
         clones[id(original)] = copy  # before the handoffs: they may lead back here
         if isinstance(original.model, Model):
             copy.model = DurableModel(original.model, steps)
-        copy.tools = [
-            _durable_tool(tool, steps) if isinstance(tool, FunctionTool) else tool
-            for tool in original.tools
-        ]
-        copy.handoffs = [
-            clone(h) if isinstance(h, Agent) else _durable_handoff(h, clone)
-            for h in original.handoffs
-        ]
+        copy.tools = [_durable_tool(tool, steps) if isinstance(tool, FunctionTool) else tool for tool in original.tools]
+        copy.handoffs = [clone(h) if isinstance(h, Agent) else _durable_handoff(h, clone) for h in original.handoffs]
         return copy
 
     return clone(agent)
@@ -52,9 +46,7 @@ def _durable_tool(tool: FunctionTool, steps: RunSteps) -> FunctionTool:
     return dataclasses.replace(tool, on_invoke_tool=invoke)
 
 
-def _durable_handoff(
-    handoff: Handoff[Any, Any], clone: Callable[[Agent[Any]], Agent[Any]]
-) -> Handoff[Any, Any]:
+def _durable_handoff(handoff: Handoff[Any, Any], clone: Callable[[Agent[Any]], Agent[Any]]) -> Handoff[Any, Any]:
     invoke = handoff.on_invoke_handoff
 
     async def on_invoke_handoff(context: RunContextWrapper[Any], arguments: str) -> Agent[Any]:

@@ -80,18 +80,14 @@ class DurableModel(Model):
             async for event in stream():
                 yield event
             return
-        fingerprint = request_fingerprint(
-            system_instructions, input, tools, handoffs, output_schema
-        )
+        fingerprint = request_fingerprint(system_instructions, input, tools, handoffs, output_schema)
         try:
             response = await self._steps.response(fingerprint, stream)
         except StreamFailed as failed:
             if failed.event is not None:
                 yield failed.event
             return
-        yield ResponseCompletedEvent(
-            type="response.completed", response=response, sequence_number=0
-        )
+        yield ResponseCompletedEvent(type="response.completed", response=response, sequence_number=0)
 
     def get_retry_advice(self, request: ModelRetryAdviceRequest) -> ModelRetryAdvice | None:
         return self.model.get_retry_advice(request)
@@ -109,9 +105,7 @@ class DurableProvider(ModelProvider):
 
     def get_model(self, model_name: str | None) -> Model:
         model = self._provider.get_model(model_name)
-        return DurableModel(
-            model, self._steps, ask_usage=isinstance(self._provider, ConfiguredProvider)
-        )
+        return DurableModel(model, self._steps, ask_usage=isinstance(self._provider, ConfiguredProvider))
 
     async def aclose(self) -> None:
         await self._provider.aclose()
@@ -123,11 +117,7 @@ class ConfiguredProvider(OpenAIProvider):
     process-wide default client."""
 
     def __init__(self, settings: Settings) -> None:
-        super().__init__(
-            api_key=settings.openai_api_key or "none",
-            base_url=settings.openai_base_url,
-            use_responses=False,
-        )
+        super().__init__(api_key=settings.openai_api_key or "none", base_url=settings.openai_base_url, use_responses=False)
         self._settings = settings
 
     def get_model(self, model_name: str | None) -> Model:
@@ -155,14 +145,10 @@ def request_fingerprint(
         "new": items[last + 1 :],
         "tools": [[tool.name, getattr(tool, "params_json_schema", None)] for tool in tools],
         "handoffs": [handoff.tool_name for handoff in handoffs],
-        "output": None
-        if output_schema is None or output_schema.is_plain_text()
-        else output_schema.json_schema(),
+        "output": None if output_schema is None or output_schema.is_plain_text() else output_schema.json_schema(),
     }
     return hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def _said_by_model(item: Any) -> bool:
-    return isinstance(item, dict) and (
-        item.get("role") == "assistant" or item.get("type") in ("function_call", "reasoning")
-    )
+    return isinstance(item, dict) and (item.get("role") == "assistant" or item.get("type") in ("function_call", "reasoning"))

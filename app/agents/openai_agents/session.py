@@ -39,13 +39,7 @@ class ThreadSession(SessionABC):
     list of chat messages not stored yet, which the added items join.
     """
 
-    def __init__(
-        self,
-        ctx: RunContext,
-        history: Sequence[Mapping[str, Any]],
-        *,
-        unstored: list[dict[str, Any]],
-    ) -> None:
+    def __init__(self, ctx: RunContext, history: Sequence[Mapping[str, Any]], *, unstored: list[dict[str, Any]]) -> None:
         assert ctx.thread is not None
         self.session_id = str(ctx.thread.id)
         self._items: list[TResponseInputItem] = to_items(history)
@@ -60,14 +54,10 @@ class ThreadSession(SessionABC):
         self._unstored.extend(to_chat(items))
 
     async def pop_item(self) -> TResponseInputItem | None:
-        raise UserError(
-            "a runq thread's history only grows; rollback is the thread's own (POST /threads/{id}/runs)"
-        )
+        raise UserError("a runq thread's history only grows; rollback is the thread's own (POST /threads/{id}/runs)")
 
     async def clear_session(self) -> None:
-        raise UserError(
-            "a runq thread's history is cleared by deleting the thread (DELETE /threads/{id})"
-        )
+        raise UserError("a runq thread's history is cleared by deleting the thread (DELETE /threads/{id})")
 
 
 def to_items(chat: Iterable[Mapping[str, Any]]) -> list[TResponseInputItem]:
@@ -85,20 +75,11 @@ def to_items(chat: Iterable[Mapping[str, Any]]) -> list[TResponseInputItem]:
                      "arguments": function.get("arguments") or "{}"}
                 )  # fmt: skip
         elif role == "tool":
-            items.append(
-                {
-                    "type": "function_call_output",
-                    "call_id": message.get("tool_call_id") or "",
-                    "output": content,
-                }
-            )
+            items.append({"type": "function_call_output", "call_id": message.get("tool_call_id") or "", "output": content})
         elif role in ("system", "user"):
             items.append({"role": role, "content": content})
         else:
-            raise FatalError(
-                f"a message needs a role of system, user, assistant or tool, not {role!r}",
-                code="invalid_input",
-            )
+            raise FatalError(f"a message needs a role of system, user, assistant or tool, not {role!r}", code="invalid_input")
     return items
 
 

@@ -28,9 +28,7 @@ class OpenTelemetrySpans(TracingProcessor):
         self._open: dict[str, Any] = {}  # the SDK's trace and span ids -> open OpenTelemetry spans
 
     def on_trace_start(self, trace: Trace) -> None:
-        span = tracing.start_span(
-            "openai_agents.trace", attributes={"openai_agents.workflow": trace.name}
-        )
+        span = tracing.start_span("openai_agents.trace", attributes={"openai_agents.workflow": trace.name})
         if span is not None:
             self._open[trace.trace_id] = span
 
@@ -88,9 +86,5 @@ def _attributes(data: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(value, str | int | float | bool):
             attributes[f"openai_agents.{key}"] = value
         elif isinstance(value, Mapping):
-            attributes |= {
-                f"openai_agents.{key}.{k}": v
-                for k, v in value.items()
-                if isinstance(v, str | int | float | bool)
-            }
+            attributes |= {f"openai_agents.{key}.{k}": v for k, v in value.items() if isinstance(v, str | int | float | bool)}
     return attributes

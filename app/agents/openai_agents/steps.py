@@ -49,9 +49,7 @@ class RunSteps:
     """The steps of one attempt of one run, shared by every wrapped model and tool of its
     agent graph, and the thread messages the run added that are not stored yet."""
 
-    def __init__(
-        self, ctx: RunContext, *, tool_error_formatter: ToolErrorFormatter | None = None
-    ) -> None:
+    def __init__(self, ctx: RunContext, *, tool_error_formatter: ToolErrorFormatter | None = None) -> None:
         self.ctx = ctx
         self.unstored: list[dict[str, Any]] = []  # thread messages, filled by the run's session
         self.requests = 0  # model requests so far in this attempt: the position of steps
@@ -82,9 +80,7 @@ class RunSteps:
 
     # -- model responses ----------------------------------------------------------------------
 
-    async def response(
-        self, fingerprint: str, stream: Callable[[], AsyncIterator[TResponseStreamEvent]]
-    ) -> Response:
+    async def response(self, fingerprint: str, stream: Callable[[], AsyncIterator[TResponseStreamEvent]]) -> Response:
         """The response to the next model request: the recorded one, or ``stream()`` run live
         (its text deltas are the run's ``message.delta`` events as they arrive)."""
         position = self.requests  # counted once answered: a request the SDK retries keeps it
@@ -102,22 +98,16 @@ class RunSteps:
             )
             # by alias: a field named apart from its key (``async_``) read back as an extra key
             # made the SDK refuse approvals of the replayed calls
-            payload = response.model_dump(
-                mode="json", by_alias=True, exclude_unset=True, warnings=False
-            )
+            payload = response.model_dump(mode="json", by_alias=True, exclude_unset=True, warnings=False)
             return {"request": fingerprint, "response": payload}
 
         record = await self.step(f"{position}:model", live)
         self.requests += 1
         if record["request"] != fingerprint:
-            raise ReplayMismatch(
-                f"model request {position + 1} differs from the one an earlier attempt recorded"
-            )
+            raise ReplayMismatch(f"model request {position + 1} differs from the one an earlier attempt recorded")
         return Response.model_validate(record["response"])
 
-    async def _streamed(
-        self, stream: Callable[[], AsyncIterator[TResponseStreamEvent]]
-    ) -> Response:
+    async def _streamed(self, stream: Callable[[], AsyncIterator[TResponseStreamEvent]]) -> Response:
         done: list[Any] = []  # output items, for a backend whose last event leaves them out
         # closed on the way out, a cancel's too: that closes the model's HTTP stream at once
         async with aclosing(cast(AsyncGenerator[TResponseStreamEvent], stream())) as events:
@@ -138,18 +128,13 @@ class RunSteps:
 
     # -- tools, handoffs, approvals -----------------------------------------------------------
 
-    async def tool_result(
-        self, tool: FunctionTool, context: ToolContext[Any], arguments: str
-    ) -> Any:
+    async def tool_result(self, tool: FunctionTool, context: ToolContext[Any], arguments: str) -> Any:
         """What the tool returned for this call, recorded as the model will read it."""
         call_id = context.tool_call_id
 
         async def live() -> Record:
             self.ctx.count_tool_call()
-            await self.ctx.emit(
-                "tool.call",
-                {"tool_call_id": call_id, "name": tool.name, "arguments": _parsed(arguments)},
-            )
+            await self.ctx.emit("tool.call", {"tool_call_id": call_id, "name": tool.name, "arguments": _parsed(arguments)})
             token = _IN_TOOL_STEP.set(True)
             try:
                 output = await tool.on_invoke_tool(context, arguments)
@@ -158,20 +143,13 @@ class RunSteps:
             is_error = call_id in self._failed
             await self.ctx.emit(
                 "tool.result",
-                {
-                    "tool_call_id": call_id,
-                    "name": tool.name,
-                    "output": to_jsonable_python(output, fallback=str),
-                    "is_error": is_error,
-                },
+                {"tool_call_id": call_id, "name": tool.name, "output": to_jsonable_python(output, fallback=str), "is_error": is_error},
             )
             return {"tool": tool.name, "output": _model_output(tool, context, output)}
 
         record = await self.step(f"{self.requests - 1}:tool:{call_id}", live)
         if record["tool"] != tool.name:
-            raise ReplayMismatch(
-                f"tool call {call_id} was recorded for {record['tool']!r}, not {tool.name!r}"
-            )
+            raise ReplayMismatch(f"tool call {call_id} was recorded for {record['tool']!r}, not {tool.name!r}")
         return record["output"]
 
     async def format_tool_error(self, args: ToolErrorFormatterArgs[Any]) -> str | None:
@@ -199,10 +177,7 @@ class RunSteps:
         """A person's decision on a call that needs approval (§9, name ``approval``): ``None``
         to run it, else the denial the model reads. A step, so it is asked once per run."""
         raw = to_jsonable_python(item.raw_item)
-        call = {
-            "id": raw.get("call_id") or raw.get("id", ""),
-            "function": {"name": item.tool_name or "", "arguments": raw.get("arguments") or "{}"},
-        }
+        call = {"id": raw.get("call_id") or raw.get("id", ""), "function": {"name": item.tool_name or "", "arguments": raw.get("arguments") or "{}"}}
 
         async def live() -> Record:
             denied = await approval(self.ctx, call)
@@ -210,13 +185,7 @@ class RunSteps:
                 self.ctx.count_tool_call()
                 await self.ctx.emit("tool.call", call_event(call))
                 await self.ctx.emit(
-                    "tool.result",
-                    {
-                        "tool_call_id": call["id"],
-                        "name": call["function"]["name"],
-                        "output": denied,
-                        "is_error": True,
-                    },
+                    "tool.result", {"tool_call_id": call["id"], "name": call["function"]["name"], "output": denied, "is_error": True}
                 )
             return {"denied": denied}
 
@@ -233,11 +202,7 @@ def inside_tool_step() -> bool:
 def _text(response: Response) -> str:
     """The response's text: its messages' ``output_text`` parts."""
     return "".join(
-        part.text
-        for item in response.output
-        if item.type == "message"
-        for part in item.content
-        if part.type == "output_text"
+        part.text for item in response.output if item.type == "message" for part in item.content if part.type == "output_text"
     )
 
 
@@ -257,9 +222,6 @@ def _model_output(tool: FunctionTool, context: ToolContext[Any], output: Any) ->
     if tool.output_json_schema is not None:
         return to_jsonable_python(output)
     call = context.tool_call or ResponseFunctionToolCall(
-        type="function_call",
-        call_id=context.tool_call_id,
-        name=tool.name,
-        arguments=context.tool_arguments,
+        type="function_call", call_id=context.tool_call_id, name=tool.name, arguments=context.tool_arguments
     )
     return ItemHelpers.tool_call_output_item(call, output)["output"]

@@ -56,16 +56,12 @@ class PydanticAIAgent:
         durability = RunqDurability(ctx, name=agent.name or type(self).__name__, opening=fresh)
         try:
             result = await agent.run(
-                message_history=to_model_messages(conversation),
-                deps=self.deps(ctx),
-                capabilities=[durability],
+                message_history=to_model_messages(conversation), deps=self.deps(ctx), capabilities=[durability]
             )
         except ModelRequestRejectedError as exc:  # the request's fault: retrying cannot help
             raise FatalError(redact(f"model request failed: {exc}"), code="model_error") from exc
         except ModelAPIError as exc:  # connection, 429, 5xx after the client's own retries
-            raise RetryableError(
-                redact(f"model unavailable: {exc}"), code="model_unavailable"
-            ) from exc
+            raise RetryableError(redact(f"model unavailable: {exc}"), code="model_unavailable") from exc
         if isinstance(result.output, str):
             output: dict[str, Any] = {"text": result.output}
             answer = result.output
@@ -90,7 +86,5 @@ class PydanticAIAgent:
         settings = self.settings
         if not settings.openai_api_key and OPENAI_HOST in settings.openai_base_url:
             raise FatalError("RUNQ_OPENAI_API_KEY is not set", code="model_not_configured")
-        provider = OpenAIProvider(
-            base_url=settings.openai_base_url, api_key=settings.openai_api_key or "none"
-        )
+        provider = OpenAIProvider(base_url=settings.openai_base_url, api_key=settings.openai_api_key or "none")
         return OpenAIChatModel(settings.openai_model, provider=provider)

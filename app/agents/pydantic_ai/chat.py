@@ -46,11 +46,7 @@ def to_model_messages(chat: Sequence[Mapping[str, Any]]) -> list[ModelMessage]:
                 function = call.get("function") or {}
                 tool_names[call.get("id", "")] = function.get("name", "")
                 response.append(
-                    ToolCallPart(
-                        function.get("name", ""),
-                        function.get("arguments") or "{}",
-                        tool_call_id=call.get("id", ""),
-                    )
+                    ToolCallPart(function.get("name", ""), function.get("arguments") or "{}", tool_call_id=call.get("id", ""))
                 )
             messages.append(ModelResponse(parts=response))
         elif role == "tool":
@@ -61,10 +57,7 @@ def to_model_messages(chat: Sequence[Mapping[str, Any]]) -> list[ModelMessage]:
         elif role == "user":
             parts.append(UserPromptPart(content))
         else:
-            raise FatalError(
-                f"a message needs a role of system, user, assistant or tool, not {role!r}",
-                code="invalid_input",
-            )
+            raise FatalError(f"a message needs a role of system, user, assistant or tool, not {role!r}", code="invalid_input")
     if parts:
         messages.append(ModelRequest(parts=parts))
     return messages
@@ -78,24 +71,12 @@ def request_messages(parts: Iterable[ModelRequestPart]) -> list[dict[str, Any]]:
         if isinstance(part, UserPromptPart):
             chat.append({"role": "user", "content": content_text(part.content)})
         elif isinstance(part, ToolReturnPart):
-            chat.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": part.tool_call_id,
-                    "content": part.model_response_str(),
-                }
-            )
+            chat.append({"role": "tool", "tool_call_id": part.tool_call_id, "content": part.model_response_str()})
         elif isinstance(part, RetryPromptPart):
             if part.tool_name is None:
                 chat.append({"role": "user", "content": part.model_response()})
             else:
-                chat.append(
-                    {
-                        "role": "tool",
-                        "tool_call_id": part.tool_call_id,
-                        "content": part.model_response(),
-                    }
-                )
+                chat.append({"role": "tool", "tool_call_id": part.tool_call_id, "content": part.model_response()})
     return chat
 
 
@@ -105,11 +86,8 @@ def response_message(response: ModelResponse) -> dict[str, Any]:
     calls = [part for part in response.parts if isinstance(part, ToolCallPart)]
     if calls:
         message["tool_calls"] = [
-            {
-                "id": call.tool_call_id,
-                "type": "function",
-                "function": {"name": call.tool_name, "arguments": call.args_as_json_str()},
-            }
+            {"id": call.tool_call_id, "type": "function", "function": {"name": call.tool_name, "arguments": call.args_as_json_str()}}
             for call in calls
         ]
     return message
+

@@ -59,9 +59,7 @@ class RunqOperationBackend(CallableOperationBackend[None]):
     validation, event delivery, discovery) as it is, again on every attempt."""
 
     def __init__(self, durability: RunqDurability) -> None:
-        config: RoleBasedOperationConfig[None] = RoleBasedOperationConfig(
-            model=None, event=None, capability=None, tool=None
-        )
+        config: RoleBasedOperationConfig[None] = RoleBasedOperationConfig(model=None, event=None, capability=None, tool=None)
         super().__init__(namer=JournalOperationNamer(durability.name or "agent"), config=config)
         self._durability = durability
 
@@ -93,11 +91,7 @@ class RunqDurability(BaseDurabilityCapability[Any]):
         durable_container_noun="run",
         codec=JSON_CODEC,  # records are JSON in the ledger
         wrapped_toolset_kinds=frozenset({"function", "mcp", "dynamic"}),
-        toolset_lifecycles={
-            "function": "enter-always",
-            "mcp": "enter-in-durable-unit",
-            "dynamic": "enter-never",
-        },
+        toolset_lifecycles={"function": "enter-always", "mcp": "enter-in-durable-unit", "dynamic": "enter-never"},
         journal_discovery=False,  # tool lists are the agent's code: looked up again, not recorded
     )
 
@@ -125,10 +119,7 @@ class RunqDurability(BaseDurabilityCapability[Any]):
     # -- steps -------------------------------------------------------------------------------
 
     async def model_step(
-        self,
-        messages: list[ModelMessage],
-        parameters: ModelRequestParameters,
-        body: Callable[[], Awaitable[object]],
+        self, messages: list[ModelMessage], parameters: ModelRequestParameters, body: Callable[[], Awaitable[object]]
     ) -> object:
         position = self.progress.model_requests
         self.progress.model_requests += 1
@@ -143,59 +134,37 @@ class RunqDurability(BaseDurabilityCapability[Any]):
             if response.text:
                 await self.ctx.emit("message.completed", {"text": response.text})
             usage = response.usage
-            self.ctx.record_usage(
-                input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, model_calls=1
-            )
+            self.ctx.record_usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, model_calls=1)
             return {"request": fingerprint, "response": payload}
 
         record = await self.steps.run(f"{position}:model", live)
         if record["request"] != fingerprint:
-            raise ReplayMismatch(
-                f"model request {position + 1} differs from the one an earlier attempt recorded"
-            )
+            raise ReplayMismatch(f"model request {position + 1} differs from the one an earlier attempt recorded")
         return record["response"]
 
     async def tool_step(
-        self,
-        tool_name: str,
-        args: dict[str, Any],
-        run_ctx: PydanticRunContext[Any],
-        body: Callable[[], Awaitable[object]],
+        self, tool_name: str, args: dict[str, Any], run_ctx: PydanticRunContext[Any], body: Callable[[], Awaitable[object]]
     ) -> object:
         call_id = run_ctx.tool_call_id or ""
-        key = f"{self.progress.model_requests - 1}:tool:{call_id}" + (
-            ":approved" if run_ctx.tool_call_approved else ""
-        )
+        key = f"{self.progress.model_requests - 1}:tool:{call_id}" + (":approved" if run_ctx.tool_call_approved else "")
 
         async def live() -> Record:
             self.ctx.raise_if_cancelled()
-            if (
-                call_id not in self.progress.announced
-            ):  # a tool that asked for approval is called twice
+            if call_id not in self.progress.announced:  # a tool that asked for approval is called twice
                 self.ctx.count_tool_call()
-                await self.ctx.emit(
-                    "tool.call", {"tool_call_id": call_id, "name": tool_name, "arguments": args}
-                )
+                await self.ctx.emit("tool.call", {"tool_call_id": call_id, "name": tool_name, "arguments": args})
             payload = await body()
             if isinstance(payload, dict) and payload.get("kind") not in _DEFERRED:
                 output, is_error = _tool_outcome(payload)
                 await self.ctx.emit(
-                    "tool.result",
-                    {
-                        "tool_call_id": call_id,
-                        "name": tool_name,
-                        "output": output,
-                        "is_error": is_error,
-                    },
+                    "tool.result", {"tool_call_id": call_id, "name": tool_name, "output": output, "is_error": is_error}
                 )
             return {"tool": tool_name, "result": payload}
 
         record = await self.steps.run(key, live)
         self.progress.announced.add(call_id)
         if record["tool"] != tool_name:
-            raise ReplayMismatch(
-                f"tool call {call_id} was recorded for {record['tool']!r}, not {tool_name!r}"
-            )
+            raise ReplayMismatch(f"tool call {call_id} was recorded for {record['tool']!r}, not {tool_name!r}")
         return record["result"]
 
     async def handle_deferred_tool_calls(
@@ -207,10 +176,7 @@ class RunqDurability(BaseDurabilityCapability[Any]):
             return None
         decisions: dict[str, bool | ToolApproved | ToolDenied] = {}
         for call in requests.approvals:
-            chat_call = {
-                "id": call.tool_call_id,
-                "function": {"name": call.tool_name, "arguments": call.args_as_json_str()},
-            }
+            chat_call = {"id": call.tool_call_id, "function": {"name": call.tool_name, "arguments": call.args_as_json_str()}}
 
             async def decide(chat_call: dict[str, Any] = chat_call) -> Record:
                 denied = await approval(self.ctx, chat_call)
@@ -219,18 +185,11 @@ class RunqDurability(BaseDurabilityCapability[Any]):
                     await self.ctx.emit("tool.call", call_event(chat_call))
                     await self.ctx.emit(
                         "tool.result",
-                        {
-                            "tool_call_id": chat_call["id"],
-                            "name": chat_call["function"]["name"],
-                            "output": denied,
-                            "is_error": True,
-                        },
+                        {"tool_call_id": chat_call["id"], "name": chat_call["function"]["name"], "output": denied, "is_error": True},
                     )
                 return {"denied": denied}
 
-            record = await self.steps.run(
-                f"{self.progress.model_requests - 1}:approval:{call.tool_call_id}", decide
-            )
+            record = await self.steps.run(f"{self.progress.model_requests - 1}:approval:{call.tool_call_id}", decide)
             denied = record["denied"]
             decisions[call.tool_call_id] = True if denied is None else ToolDenied(denied)
             if denied is not None:
@@ -239,9 +198,7 @@ class RunqDurability(BaseDurabilityCapability[Any]):
 
     # -- live output -------------------------------------------------------------------------
 
-    async def _stream_text(
-        self, ctx: PydanticRunContext[Any], events: AsyncIterable[AgentStreamEvent]
-    ) -> None:
+    async def _stream_text(self, ctx: PydanticRunContext[Any], events: AsyncIterable[AgentStreamEvent]) -> None:
         """Inside a live model step only: the response's text as ``message.delta`` events."""
         async for event in events:
             text = ""

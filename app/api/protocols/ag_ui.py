@@ -53,9 +53,7 @@ STREAM_RESPONSE: dict[int | str, dict[str, Any]] = {
     responses={**STREAM_RESPONSE, **problems(400, 401, 404, 409, 413, 415, 422, 429, 503)},
 )
 async def run_agent(
-    agent: Annotated[
-        str, Path(min_length=1, max_length=200, description="The agent to run", examples=["demo"])
-    ],
+    agent: Annotated[str, Path(min_length=1, max_length=200, description="The agent to run", examples=["demo"])],
     body: RunAgentInput,
     request: Request,
     caller: Runner,
@@ -73,12 +71,7 @@ async def run_agent(
 
 
 async def _run_agent(
-    agent: str,
-    body: RunAgentInput,
-    request: Request,
-    caller: Caller,
-    runtime: Runtime,
-    guard: UrlGuard,
+    agent: str, body: RunAgentInput, request: Request, caller: Caller, runtime: Runtime, guard: UrlGuard
 ) -> Response:
     thread = await _thread(caller, body.threadId)
     if body.resume:
@@ -88,10 +81,7 @@ async def _run_agent(
     else:
         run, after = await _start(runtime, caller, thread, agent, body, request, guard), 0
     segment = Segment(
-        thread_id=body.threadId,
-        client_run_id=body.runId,
-        run_id=str(run.id),
-        runq_thread_id=str(thread.id),
+        thread_id=body.threadId, client_run_id=body.runId, run_id=str(run.id), runq_thread_id=str(thread.id)
     )
     return await _stream(runtime, run, segment, after)
 
@@ -113,17 +103,14 @@ async def run_events(
     ],
     caller: Reader,
     runtime: RuntimeDep,
-    after: Annotated[
-        int, Query(ge=0, le=MAX_SEQ, description="resume after this seq (the frames' `id:`)")
-    ] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_SEQ, description="resume after this seq (the frames' `id:`)")] = 0,
     last_event_id: Annotated[str | None, Header(max_length=20)] = None,
 ) -> Response:
     """The run as AG-UI events after the cursor, up to its end or its next wait. Also with a
     thread token of the run's thread, or a stream token of the run. The stream holds one of the
     tenant's stream slots."""
     return await runtime.presence.streaming(
-        caller.tenant_id,
-        lambda: _run_events(run_id, caller, runtime, event_cursor(after, last_event_id)),
+        caller.tenant_id, lambda: _run_events(run_id, caller, runtime, event_cursor(after, last_event_id))
     )
 
 
@@ -132,12 +119,8 @@ async def _run_events(run_id: str, caller: Caller, runtime: Runtime, after: int)
     thread_id = str(run.thread_id) if run.thread_id else None
     name = thread_id or str(run.id)  # RUN_STARTED's threadId: the chat's own name when it has one
     if run.thread_id is not None:
-        name = (
-            await runtime.queue.get_thread(run.thread_id, tenant_id=caller.tenant_id)
-        ).chat_id or name
-    segment = Segment(
-        thread_id=name, client_run_id=client_run_id, run_id=str(run.id), runq_thread_id=thread_id
-    )
+        name = (await runtime.queue.get_thread(run.thread_id, tenant_id=caller.tenant_id)).chat_id or name
+    segment = Segment(thread_id=name, client_run_id=client_run_id, run_id=str(run.id), runq_thread_id=thread_id)
     return await _stream(runtime, run, segment, after)
 
 
@@ -170,12 +153,7 @@ async def _start(
     create = caller.run_body(CreateRun(agent=agent, input={**forwarded, "prompt": prompt}))
     key = f"{KEY_PREFIX}{body.runId}"
     new = await new_run(
-        create,
-        caller.principal,
-        runtime,
-        guard,
-        key,
-        traceparent=run_traceparent(request.headers.get("traceparent")),
+        create, caller.principal, runtime, guard, key, traceparent=run_traceparent(request.headers.get("traceparent"))
     )
     digest = request_hash(create.model_dump(mode="json") | {"thread_id": str(thread.id)})
     run, created, _ = await runtime.queue.enqueue_in_thread(
@@ -194,34 +172,24 @@ def _resume_value(entry: ResumeEntry, waitpoint: dict[str, Any]) -> Any:
     return {"approved": False} if waitpoint.get("name") == "approval" else {"cancelled": True}
 
 
-async def _resume(
-    runtime: Runtime, caller: Caller, thread: Thread, entries: list[ResumeEntry]
-) -> tuple[Run, int]:
+async def _resume(runtime: Runtime, caller: Caller, thread: Thread, entries: list[ResumeEntry]) -> tuple[Run, int]:
     """Resume the thread's waiting run; the stream starts at its ``run.resumed``. A repeat (the
     wait was answered already) streams from the same place."""
     if len(entries) != 1:
-        raise ApiProblem(
-            422,
-            "one_interrupt",
-            "a runq run waits for one interrupt at a time: send one resume entry",
-        )
+        raise ApiProblem(422, "one_interrupt", "a runq run waits for one interrupt at a time: send one resume entry")
     entry = entries[0]
     try:
         waitpoint_id = uuid.UUID(entry.interruptId)
     except ValueError as exc:
         raise NotWaiting(entry.interruptId) from exc
-    waiting = await runtime.queue.list_thread_runs(
-        thread.id, tenant_id=caller.tenant_id, status=Status.WAITING, limit=1
-    )
+    waiting = await runtime.queue.list_thread_runs(thread.id, tenant_id=caller.tenant_id, status=Status.WAITING, limit=1)
     run = waiting[0][1] if waiting else None
     if run is not None and run.waitpoint and run.waitpoint.get("waitpoint_id") == str(waitpoint_id):
         try:
             resumed = await runtime.queue.resume(
                 run.id,
                 tenant_id=caller.tenant_id,
-                value=redact_data(
-                    _resume_value(entry, run.waitpoint)
-                ),  # event data is stored redacted
+                value=redact_data(_resume_value(entry, run.waitpoint)),  # event data is stored redacted
                 waitpoint_id=waitpoint_id,
             )
         except NotWaiting:
@@ -241,9 +209,7 @@ async def _answered(
     runtime: Runtime, caller: Caller, thread: Thread, waitpoint_id: uuid.UUID
 ) -> tuple[Run, int] | None:
     """The thread's run whose wait ``waitpoint_id`` was resumed, and the seq before its ``run.resumed``."""
-    recent = await runtime.queue.list_thread_runs(
-        thread.id, tenant_id=caller.tenant_id, limit=REPEAT_SEARCH_RUNS
-    )
+    recent = await runtime.queue.list_thread_runs(thread.id, tenant_id=caller.tenant_id, limit=REPEAT_SEARCH_RUNS)
     for _, run in recent:
         async for event in _events(runtime, run.id, until=run.last_event_seq):
             if event.type == "run.resumed" and event.data.get("waitpoint_id") == str(waitpoint_id):
@@ -263,9 +229,7 @@ async def _find_run(caller: Caller, run_id: str) -> tuple[Run, str]:
         if key is not None and key.startswith(KEY_PREFIX):
             client_run_id = key.removeprefix(KEY_PREFIX)
     except (ValueError, RunNotFound):
-        run = await queue.find_by_idempotency_key(
-            tenant_id=caller.tenant_id, idempotency_key=f"{KEY_PREFIX}{run_id}"
-        )
+        run = await queue.find_by_idempotency_key(tenant_id=caller.tenant_id, idempotency_key=f"{KEY_PREFIX}{run_id}")
     if caller.grant is not None and (run is None or run.thread_id != caller.grant.thread_id):
         raise caller.outside()
     if run is None:
@@ -276,9 +240,7 @@ async def _find_run(caller: Caller, run_id: str) -> tuple[Run, str]:
 async def _events(runtime: Runtime, run_id: uuid.UUID, *, until: int) -> AsyncIterator[Any]:
     after = 0
     while after < until:
-        page = await runtime.queue.read_events(
-            run_id, after=after, limit=min(READ_PAGE, until - after)
-        )
+        page = await runtime.queue.read_events(run_id, after=after, limit=min(READ_PAGE, until - after))
         if not page:
             return
         for event in page:
@@ -288,19 +250,13 @@ async def _events(runtime: Runtime, run_id: uuid.UUID, *, until: int) -> AsyncIt
 
 async def _stream(runtime: Runtime, run: Run, segment: Segment, after: int) -> EventSourceResponse:
     if after:
-        segment.catch_up(
-            [(e.seq, e.type, e.data) async for e in _events(runtime, run.id, until=after)]
-        )
+        segment.catch_up([(e.seq, e.type, e.data) async for e in _events(runtime, run.id, until=after)])
     opening = frames(after, segment.prelude())
 
     async def body() -> AsyncIterator[bytes]:
         yield opening
         pages = follow_pages(
-            run,
-            after=after,
-            hub=runtime.hub,
-            presence=runtime.presence,
-            poll_s=runtime.settings.poll_s,
+            run, after=after, hub=runtime.hub, presence=runtime.presence, poll_s=runtime.settings.poll_s
         )
         try:
             async for page in pages:
@@ -310,6 +266,4 @@ async def _stream(runtime: Runtime, run: Run, segment: Segment, after: int) -> E
         finally:
             await pages.aclose()
 
-    return EventSourceResponse(
-        body(), ping=runtime.sse_ping_s, sep="\n", send_timeout=SEND_TIMEOUT_S
-    )
+    return EventSourceResponse(body(), ping=runtime.sse_ping_s, sep="\n", send_timeout=SEND_TIMEOUT_S)

@@ -62,9 +62,7 @@ class Segment:
     def prelude(self) -> list[Event]:
         """What opens the stream: ``RUN_STARTED``, runq's ids, and whatever was open at the
         cursor again (a stream resumed mid-message continues that message)."""
-        ids = {"run_id": self.run_id} | (
-            {"thread_id": self.runq_thread_id} if self.runq_thread_id else {}
-        )
+        ids = {"run_id": self.run_id} | ({"thread_id": self.runq_thread_id} if self.runq_thread_id else {})
         events: list[Event] = [
             {"type": "RUN_STARTED", "threadId": self.thread_id, "runId": self.client_run_id},
             {"type": "CUSTOM", "name": "runq.run", "value": ids},
@@ -72,9 +70,7 @@ class Segment:
         if self.step is not None:
             events.append({"type": "STEP_STARTED", "stepName": self.step})
         if self.message is not None:
-            events.append(
-                {"type": "TEXT_MESSAGE_START", "messageId": self.message, "role": "assistant"}
-            )
+            events.append({"type": "TEXT_MESSAGE_START", "messageId": self.message, "role": "assistant"})
         return events
 
     def translate(self, seq: int, type_: str, data: Mapping[str, Any]) -> list[Event]:
@@ -116,15 +112,11 @@ class Segment:
             events = self._open_message(seq)
             text = str(data.get("text") or "")
             if text:
-                events.append(
-                    {"type": "TEXT_MESSAGE_CONTENT", "messageId": self.message, "delta": text}
-                )
+                events.append({"type": "TEXT_MESSAGE_CONTENT", "messageId": self.message, "delta": text})
         return events + self._close_message()
 
     def _tool_call(self, seq: int, data: Mapping[str, Any]) -> list[Event]:
-        return self._show_call(
-            str(data.get("tool_call_id", seq)), data.get("name"), data.get("arguments")
-        )
+        return self._show_call(str(data.get("tool_call_id", seq)), data.get("name"), data.get("arguments"))
 
     def _tool_result(self, seq: int, data: Mapping[str, Any]) -> list[Event]:
         events = self._close_message()
@@ -145,10 +137,7 @@ class Segment:
 
     def _waiting(self, seq: int, data: Mapping[str, Any]) -> list[Event]:
         payload = data.get("payload")
-        interrupt: Event = {
-            "id": str(data.get("waitpoint_id")),
-            "reason": str(data.get("name") or "wait"),
-        }
+        interrupt: Event = {"id": str(data.get("waitpoint_id")), "reason": str(data.get("name") or "wait")}
         events: list[Event] = []
         if isinstance(payload, Mapping) and payload.get("tool_call_id") is not None:
             # An approval: the tool call it asks about, shown now if no tool.call showed it yet.
@@ -172,11 +161,7 @@ class Segment:
         events = self._close()
         self.ended = True
         code = str(data.get("error_code") or "failed")
-        error: Event = {
-            "type": "RUN_ERROR",
-            "message": str(data.get("error_message") or code),
-            "code": code,
-        }
+        error: Event = {"type": "RUN_ERROR", "message": str(data.get("error_message") or code), "code": code}
         return [*events, error]
 
     # -- building blocks -----------------------------------------------------------------------
@@ -196,19 +181,11 @@ class Segment:
         if call_id in self.shown:
             return []
         self.shown.add(call_id)
-        start: Event = {
-            "type": "TOOL_CALL_START",
-            "toolCallId": call_id,
-            "toolCallName": str(name or "tool"),
-        }
+        start: Event = {"type": "TOOL_CALL_START", "toolCallId": call_id, "toolCallName": str(name or "tool")}
         if self.parent is not None:
             start["parentMessageId"] = self.parent
         events = [*self._close_message(), start]
-        args = (
-            arguments
-            if isinstance(arguments, str)
-            else json.dumps(arguments if arguments is not None else {})
-        )
+        args = arguments if isinstance(arguments, str) else json.dumps(arguments if arguments is not None else {})
         if args:
             events.append({"type": "TOOL_CALL_ARGS", "toolCallId": call_id, "delta": args})
         events.append({"type": "TOOL_CALL_END", "toolCallId": call_id})
@@ -224,11 +201,7 @@ class Segment:
     def _finish(self, outcome: Event, *, result: Any = None) -> list[Event]:
         events = self._close()
         self.ended = True
-        finished: Event = {
-            "type": "RUN_FINISHED",
-            "threadId": self.thread_id,
-            "runId": self.client_run_id,
-        }
+        finished: Event = {"type": "RUN_FINISHED", "threadId": self.thread_id, "runId": self.client_run_id}
         if result is not None:
             finished["result"] = result
         finished["outcome"] = outcome
@@ -282,10 +255,8 @@ def translate_page(segment: Segment, events: Iterable[tuple[int, str, str]]) -> 
         if type_ == "message.delta" and segment.message is not None and not segment.ended:
             plain = _PLAIN_DELTA.fullmatch(data)
             if plain:
-                out.append(
-                    b'id: %d\ndata: {"type":"TEXT_MESSAGE_CONTENT","messageId":"%s","delta":%s}\n\n'
-                    % (seq, segment.message.encode(), plain.group(1).encode())
-                )
+                out.append(b'id: %d\ndata: {"type":"TEXT_MESSAGE_CONTENT","messageId":"%s","delta":%s}\n\n'
+                           % (seq, segment.message.encode(), plain.group(1).encode()))
                 continue
         out.append(frames(seq, segment.translate(seq, type_, json.loads(data))))
     return b"".join(out)

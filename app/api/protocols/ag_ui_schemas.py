@@ -30,9 +30,7 @@ class AgUiMessage(BaseModel):
         """The text of the message: its string content, or its text parts joined."""
         if isinstance(self.content, str):
             return self.content
-        return "".join(
-            str(p.get("text", "")) for p in self.content or [] if p.get("type") == "text"
-        )
+        return "".join(str(p.get("text", "")) for p in self.content or [] if p.get("type") == "text")
 
 
 class ResumeEntry(BaseModel):

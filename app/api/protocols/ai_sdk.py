@@ -120,9 +120,7 @@ async def chat(
     )
 
 
-async def _chat(
-    body: ChatRequest, http_request: Request, caller: Caller, guard: UrlGuard
-) -> Response:
+async def _chat(body: ChatRequest, http_request: Request, caller: Caller, guard: UrlGuard) -> Response:
     runtime = caller.runtime
     thread = await chat_thread(caller, body.id, create=False)  # a token's other chat: 401 first
     last = body.messages[-1] if body.messages else {}
@@ -250,9 +248,7 @@ async def _answer(
     )
     async with aclosing(pages):
         async for page in pages:
-            yield frames(
-                mapper, page.events
-            )  # a page's frames in one write, as native SSE sends them
+            yield frames(mapper, page.events)  # a page's frames in one write, as native SSE sends them
             if mapper.waiting and not page.full and not mapper.ended:
                 last_seq = page.events[-1][0]
                 for chunk in mapper.finish_at_wait():
@@ -276,9 +272,7 @@ async def resume_chat(chat_id: ChatIdPath, caller: Reader) -> Response:
     """The answer in flight (``reconnectToStream``), from its first event: its whole message,
     then live to its end; 204 when no run of the chat is pending or running (or no such chat
     yet). Also with a thread token of the chat (`read`)."""
-    return await caller.runtime.presence.streaming(
-        caller.tenant_id, lambda: _in_flight(chat_id, caller)
-    )
+    return await caller.runtime.presence.streaming(caller.tenant_id, lambda: _in_flight(chat_id, caller))
 
 
 async def _in_flight(chat_id: str, caller: Caller) -> Response:

@@ -234,15 +234,9 @@ def frames(mapper: ChunkMapper, events: Sequence[tuple[int, str, str]]) -> bytes
     for seq, type_, data in without_retried_text(events):
         if mapper.ended:
             break
-        if (
-            type_ == "message.delta"
-            and mapper.text_id is not None
-            and (plain := _PLAIN_DELTA.fullmatch(data))
-        ):
-            out.append(
-                b'id: %d\ndata: {"type":"text-delta","id":"%s","delta":%s}\n\n'
-                % (seq, mapper.text_id.encode(), plain.group(1).encode())
-            )
+        if type_ == "message.delta" and mapper.text_id is not None and (plain := _PLAIN_DELTA.fullmatch(data)):
+            out.append(b'id: %d\ndata: {"type":"text-delta","id":"%s","delta":%s}\n\n'
+                       % (seq, mapper.text_id.encode(), plain.group(1).encode()))
             continue
         out.extend(frame(seq, chunk) for chunk in mapper.map(seq, type_, orjson.loads(data)))
     return b"".join(out)

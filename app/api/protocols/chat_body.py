@@ -46,12 +46,7 @@ class LongChats:
         self.max_item_bytes = max_item_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if not (
-            scope["type"] == "http"
-            and scope["method"] == "POST"
-            and scope["path"] == CHAT_PATH
-            and is_json(scope)
-        ):
+        if not (scope["type"] == "http" and scope["method"] == "POST" and scope["path"] == CHAT_PATH and is_json(scope)):
             await self.app(scope, receive, send)
             return
         declared = dict(scope["headers"]).get(b"content-length")
@@ -65,18 +60,12 @@ class LongChats:
             reduced = await self._reduce(body)
         except BodyRefused as refused:
             close = {"Connection": "close"} if refused.status == 413 else None
-            response = problem_response(
-                refused.status, refused.code, refused.detail, instance=CHAT_PATH, headers=close
-            )
+            response = problem_response(refused.status, refused.code, refused.detail, instance=CHAT_PATH, headers=close)
             await response(scope, receive, send)
             return
         except _ClientLeft:
             return
-        headers = [
-            (k, v)
-            for k, v in scope["headers"]
-            if k not in (b"content-length", b"transfer-encoding")
-        ]
+        headers = [(k, v) for k, v in scope["headers"] if k not in (b"content-length", b"transfer-encoding")]
         headers.append((b"content-length", str(len(reduced)).encode()))
         body.head = reduced
         await self.app({**scope, "headers": headers}, body.replay, send)
@@ -88,9 +77,7 @@ class LongChats:
         builder: _Bounded | None = None
         key = ""
         try:
-            async for prefix, event, value in ijson.parse_async(
-                body, use_float=True
-            ):  # yajl2_c: ~10 ms a MiB of text
+            async for prefix, event, value in ijson.parse_async(body, use_float=True):  # yajl2_c: ~10 ms a MiB of text
                 if builder is None:
                     if prefix == "" and event in ("start_map", "end_map"):
                         continue  # the body's own braces
@@ -100,18 +87,14 @@ class LongChats:
                     if prefix == "messages" and event in ("start_array", "end_array"):
                         kept.setdefault("messages", last)  # the array: only its last item is kept
                         continue
-                    builder = _Bounded(
-                        self.max_item_bytes, "messages" if prefix == ARRAY_ITEM else key
-                    )
+                    builder = _Bounded(self.max_item_bytes, "messages" if prefix == ARRAY_ITEM else key)
                 builder.event(event, value)
                 if builder.depth:
                     continue
                 if prefix == ARRAY_ITEM:
                     last[:] = [builder.value]
                 elif prefix == "":
-                    return json.dumps(
-                        builder.value
-                    ).encode()  # not an object: the route's validation says so
+                    return json.dumps(builder.value).encode()  # not an object: the route's validation says so
                 else:
                     kept[key] = builder.value
                 builder = None
@@ -153,11 +136,7 @@ class _Body:
         """The body kept in ``head`` (all of a body that :meth:`fits`, or its reduction), as the
         app's ``receive``; then the client's own messages (its disconnect)."""
         body, self.head = self.head, b""
-        return (
-            {"type": "http.request", "body": body, "more_body": False}
-            if body
-            else await self.receive()
-        )
+        return {"type": "http.request", "body": body, "more_body": False} if body else await self.receive()
 
     async def read(self, size: int = -1) -> bytes:
         if size == 0:
@@ -196,9 +175,7 @@ class _Bounded:
         if self.size > self.max_bytes:
             what = "a message" if self.field == "messages" else f"`{self.field}`"
             raise BodyRefused(
-                413,
-                "body_too_large",
-                f"{what} of the chat request is larger than {self.max_bytes} bytes (RUNQ_MAX_BODY_BYTES)",
+                413, "body_too_large", f"{what} of the chat request is larger than {self.max_bytes} bytes (RUNQ_MAX_BODY_BYTES)"
             )
         self.depth += event in ("start_map", "start_array")
         self.depth -= event in ("end_map", "end_array")

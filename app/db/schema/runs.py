@@ -104,9 +104,7 @@ Index(
 # runs out, so it adds two (the primary key, ix_agent_runs_leased), not five. Leased runs are
 # few (at most the fleet's run slots); what reads these reads them through ix_agent_runs_leased.
 NOT_LEASED = "status <> 'leased'"
-newest_first_index(
-    "ix_agent_runs_tenant_created", agent_runs, agent_runs.c.tenant_id, where=NOT_LEASED
-)
+newest_first_index("ix_agent_runs_tenant_created", agent_runs, agent_runs.c.tenant_id, where=NOT_LEASED)
 newest_first_index("ix_agent_runs_created", agent_runs, where=NOT_LEASED)
 Index(
     "ix_agent_runs_finished",
@@ -155,6 +153,4 @@ unique_per_tenant("uq_agent_runs_idempotency", agent_runs, agent_runs.c.idempote
 
 def run_id_column(**options: Any) -> Column[Any]:
     """A record's ``run_id``: the run it belongs to, deleted with it."""
-    return Column(
-        "run_id", UUID(as_uuid=True), ForeignKey("agent_runs.id", ondelete="CASCADE"), **options
-    )
+    return Column("run_id", UUID(as_uuid=True), ForeignKey("agent_runs.id", ondelete="CASCADE"), **options)

@@ -49,9 +49,7 @@ Index(
     webhook_deliveries.c.next_attempt_at,
     postgresql_where=text("status = 'pending'"),
 )
-newest_first_index(
-    "ix_webhook_deliveries_status_created", webhook_deliveries, webhook_deliveries.c.status
-)
+newest_first_index("ix_webhook_deliveries_status_created", webhook_deliveries, webhook_deliveries.c.status)
 
 # One signing secret per tenant, encrypted with a key derived from RUNQ_SECRET_KEY (app/signing.py).
 # After a rotation the previous one still signs until ``previous_until``.

@@ -71,8 +71,9 @@ class SoakCluster:
             runq_url = self.bouncer.url(self.db.database)
             self.runq_env = {"RUNQ_LISTEN_DATABASE_URL": self.url, "RUNQ_DB_PREPARED_STATEMENTS": "false"}
         self.runq_env["RUNQ_DATABASE_URL"] = runq_url
-        api_env = {k: v for k, v in SOAK_ENV.items() if k != "RUNQ_AGENTS"} | self.runq_env
-        self.apis = [ApiProcess(runq_url, env=api_env) for _ in range(self.n_apis)]
+        # The APIs know the workers' agents: a create names one (the soak's bad-data runs) and is
+        # checked against the registry before anything is stored.
+        self.apis = [ApiProcess(runq_url, env=SOAK_ENV | self.runq_env) for _ in range(self.n_apis)]
         for _ in range(self.n_workers):
             self.workers.append(self._spawn_worker())
         for api in self.apis:

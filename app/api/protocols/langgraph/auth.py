@@ -12,6 +12,8 @@ from fastapi.security import HTTPAuthorizationCredentials
 
 from app.api.auth import Caller, Credentials, resolve_caller
 from app.api.deps import RuntimeDep
+from app.api.keys import KEY_PREFIX
+from app.api.problems import ApiProblem
 
 ApiKeyHeader = Annotated[
     str | None,
@@ -34,7 +36,20 @@ def caller(scope: str) -> Callable[..., Awaitable[Caller]]:
     ) -> Caller:
         if credentials is None and x_api_key:
             credentials = HTTPAuthorizationCredentials(scheme="Bearer", credentials=x_api_key)
-        return await resolve_caller(scope, request, runtime, credentials, None)
+        caller = await resolve_caller(scope, request, runtime, credentials, None)
+        if (
+            caller.grant is None
+            and credentials is not None
+            and not credentials.credentials.startswith(KEY_PREFIX)
+        ):
+            # A stream token: it opens its run's events on runq's own route, nothing here.
+            raise ApiProblem(
+                401,
+                "unauthorized",
+                "a stream token opens only GET /runs/{id}/events",
+                headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
+            )
+        return caller
 
     resolve.__name__ = f"langgraph_caller_{scope}"
     return resolve

@@ -37,17 +37,14 @@ async def create_run(
     """A runq run of the assistant's graph, in the thread (after its multitask strategy dealt
     with the runs in flight: the thread-token scope check is runq's own) or on its own."""
     graph_id = assistant(runtime, body.assistant_id).graph_id
-    fields: dict[str, Any] = {
-        "agent": graph_id,
-        "input": body.run_input(),
-        "on_disconnect": body.on_disconnect or "continue",
-    }
-    # Only the fields the request set: a thread token may set neither a delay nor a webhook.
-    if body.after_seconds:
-        fields["delay_s"] = body.after_seconds
+    # Only the fields the request set, so a thread token's refusals (``delay_s``, ``webhook``)
+    # see what it asked.
+    fields: dict[str, Any] = {"delay_s": body.after_seconds} if body.after_seconds else {}
+    if body.on_disconnect is not None:
+        fields["on_disconnect"] = body.on_disconnect
     if body.webhook is not None:
         fields["webhook"] = runq_webhook(body.webhook)
-    runq_body = RunqRun(**fields)
+    runq_body = RunqRun(agent=graph_id, input=body.run_input(), **fields)
     runq_body = caller.run_body(runq_body)
     new = await new_run(
         runq_body,

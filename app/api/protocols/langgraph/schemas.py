@@ -47,20 +47,15 @@ class PatchThread(Body):
     metadata: StoredObject = Field(default_factory=dict)
 
 
-class SearchThreads(Body):
-    metadata: StoredObject = Field(default_factory=dict)
-    values: StoredObject | None = None
-    status: Literal["idle", "busy", "interrupted", "error"] | None = None
-    limit: int = Field(default=10, ge=1, le=1000)
-    offset: int = Field(default=0, ge=0)
-    sort_by: Literal["thread_id", "status", "created_at", "updated_at"] | None = None
-    sort_order: Literal["asc", "desc"] | None = None
-
-
 class CountThreads(Body):
     metadata: StoredObject = Field(default_factory=dict)
     values: StoredObject | None = None
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
+
+
+class SearchThreads(CountThreads):
+    limit: int = Field(default=10, ge=1, le=1000)
+    offset: int = Field(default=0, ge=0)
 
 
 class UpdateState(Body):

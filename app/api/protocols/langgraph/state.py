@@ -12,7 +12,7 @@ from app.api.problems import ApiProblem
 from app.api.protocols.langgraph.graphs import compiled
 from app.domain import Thread
 
-EMPTY_STATE = {
+EMPTY_STATE: dict[str, Any] = {
     "values": {},
     "next": [],
     "tasks": [],
