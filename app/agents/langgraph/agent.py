@@ -41,8 +41,8 @@ from app.agents.base import FatalError, RunContext
 from app.agents.chat_input import LangGraphInput
 from app.agents.inputs import parse_input
 from app.agents.langgraph.saver import RunqSaver
-from app.agents.langgraph_wire import wire_json
 from app.agents.langgraph.store import RunqStore
+from app.agents.langgraph_wire import wire_json
 from app.queue.graph_checkpoints import Fence
 from app.settings import Settings, get_settings
 
