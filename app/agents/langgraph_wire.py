@@ -34,6 +34,7 @@ class ServerRunInput(BaseModel):
     stream_mode: list[str] = Field(default_factory=lambda: ["values"])
     interrupt_before: list[str] | Literal["*"] | None = None
     interrupt_after: list[str] | Literal["*"] | None = None
+    durability: Literal["sync", "async", "exit"] | None = None  # None: the agent's (sync)
     # What the /langgraph routes show of the run; the graph does not read them.
     assistant_id: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)

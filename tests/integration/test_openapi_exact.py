@@ -84,6 +84,9 @@ BUSINESS_RULES = {
     ("positive_data_acceptance", "POST /threads/{thread_id}/runs", "invalid_id"),
     ("positive_data_acceptance", "DELETE /threads/{thread_id}", "invalid_id"),
     ("positive_data_acceptance", "POST /threads/{thread_id}/token", "invalid_id"),
+    # LangGraph's API (docs/langgraph-server.md): update_state needs the thread's graph, which a
+    # thread has once a run of it named one (this server serves no graph), as the reference says.
+    ("positive_data_acceptance", "POST /langgraph/threads/{thread_id}/state", "no_graph"),
     # The AI SDK's chat (docs/frontends.md): the last of the client's UIMessages must be a user
     # message with text, or an approval response naming a waiting run of the chat; a regenerate
     # or `reject` meets a busy chat; the prompt becomes history and has a size limit.

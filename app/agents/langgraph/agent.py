@@ -133,8 +133,8 @@ class LangGraphAgent:
         return ()
 
     def stream_options(self, ctx: RunContext) -> dict[str, Any]:
-        """More arguments of ``astream`` (``interrupt_before``, ``context``, ...)."""
-        return {}
+        """The arguments of ``astream`` besides the input, config and modes."""
+        return {"durability": self.durability}
 
     def output(self, snapshot: StateSnapshot) -> dict[str, Any]:
         """The run's output from the final state."""
@@ -157,7 +157,7 @@ class LangGraphAgent:
         wire = self.stream_modes(ctx)
         modes: list[Any] = sorted({"messages", "debug", *wire})
         stream = graph.astream(
-            pending, config, stream_mode=modes, durability=self.durability, **self.stream_options(ctx)
+            pending, config, stream_mode=modes, **self.stream_options(ctx)
         )
         part: Any  # (mode, chunk)
         async for part in stream:

@@ -54,6 +54,7 @@ class ServerGraphAgent(LangGraphAgent):
     def stream_options(self, ctx: RunContext) -> dict[str, Any]:
         body = ServerRunInput.model_validate(ctx.input)
         options: dict[str, Any] = {
+            "durability": body.durability or self.durability,
             "interrupt_before": body.interrupt_before,
             "interrupt_after": body.interrupt_after,
         }

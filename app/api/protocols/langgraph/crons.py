@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Response, status
 from pydantic import Field
 
 from app.agents.registry import checked_agent
 from app.api.deps import Runtime, RuntimeDep
-from app.api.params import parse_id
+from app.api.params import parse_id, uuid_path
 from app.api.problems import ApiProblem, problems
 from app.api.protocols.langgraph.auth import Tenant
 from app.api.protocols.langgraph.graphs import assistant, assistants
@@ -27,15 +27,19 @@ from app.api.protocols.langgraph.schemas import (
     Body,
     CreateRun,
     StreamMode,
+    ThreadId,
     WebhookUrl,
     runq_webhook,
 )
+from app.api.schemas import StoredObject, StoredText, StoredValue
 from app.api.webhooks import UrlGuardDep, checked_webhook
 from app.cron import ScheduleInvalid, Timing
 from app.domain import Schedule
 
 router = APIRouter()
 
+CronId = Annotated[str, uuid_path("The cron's id (a UUID: the id of the runq schedule it is)")]
+Moment = Annotated[datetime, Field(strict=False)]  # an ISO 8601 string in JSON
 SORT_COLUMNS = {"created_at": "created_at", "updated_at": "updated_at", "next_run_date": "next_run_at"}
 ERRORS = problems(400, 401, 403, 404, 422, 429, 503)
 
@@ -43,45 +47,42 @@ ERRORS = problems(400, 401, 403, 404, 422, 429, 503)
 class CreateCron(CreateRun):
     """A cron: the run each slot makes (a ``/langgraph`` run's fields) and when."""
 
-    schedule: str = Field(min_length=1, max_length=200, description="five cron fields")
-    timezone: str | None = Field(default=None, min_length=1, max_length=100)
-    end_time: datetime | None = None
+    schedule: Annotated[StoredText, Field(min_length=1, max_length=200, description="five cron fields")]
+    timezone: Annotated[StoredText, Field(min_length=1, max_length=100)] | None = None
+    end_time: Moment | None = None
     enabled: bool = True
     on_run_completed: Literal["delete", "keep"] | None = None
 
 
 class UpdateCron(Body):
-    schedule: str | None = Field(default=None, min_length=1, max_length=200)
-    timezone: str | None = Field(default=None, min_length=1, max_length=100)
-    end_time: datetime | None = None
+    schedule: Annotated[StoredText, Field(min_length=1, max_length=200)] | None = None
+    timezone: Annotated[StoredText, Field(min_length=1, max_length=100)] | None = None
+    end_time: Moment | None = None
     enabled: bool | None = None
     on_run_completed: Literal["delete", "keep"] | None = None
     webhook: WebhookUrl | None = None
-    input: Any = None
-    metadata: dict[str, Any] | None = None
-    config: dict[str, Any] | None = None
-    context: dict[str, Any] | None = None
-    interrupt_before: list[str] | Literal["*"] | None = None
-    interrupt_after: list[str] | Literal["*"] | None = None
+    input: StoredValue = None
+    metadata: StoredObject | None = None
+    config: StoredObject | None = None
+    context: StoredObject | None = None
+    interrupt_before: list[StoredText] | Literal["*"] | None = None
+    interrupt_after: list[StoredText] | Literal["*"] | None = None
     stream_mode: StreamMode | list[StreamMode] | None = None
 
 
-class SearchCrons(Body):
-    assistant_id: str | None = None
-    thread_id: uuid.UUID | None = None
+class CountCrons(Body):
+    assistant_id: StoredText | None = None
+    thread_id: Annotated[uuid.UUID, Field(strict=False)] | None = None
+    metadata: StoredObject | None = None
+
+
+class SearchCrons(CountCrons):
     enabled: bool | None = None
-    metadata: dict[str, Any] | None = None
     limit: int = Field(default=10, ge=1, le=1000)
     offset: int = Field(default=0, ge=0, le=1_000_000)
-    sort_by: str = "created_at"
+    sort_by: StoredText = "created_at"
     sort_order: Literal["asc", "desc"] = "desc"
-    select: list[str] | None = None
-
-
-class CountCrons(Body):
-    assistant_id: str | None = None
-    thread_id: uuid.UUID | None = None
-    metadata: dict[str, Any] | None = None
+    select: list[StoredText] | None = None
 
 
 def cron_json(schedule: Schedule) -> dict[str, Any]:
@@ -155,7 +156,7 @@ async def create_cron(principal: Tenant, runtime: RuntimeDep, guard: UrlGuardDep
 
 @router.post("/threads/{thread_id}/runs/crons", responses=ERRORS)
 async def create_thread_cron(
-    principal: Tenant, runtime: RuntimeDep, guard: UrlGuardDep, thread_id: str, body: CreateCron
+    principal: Tenant, runtime: RuntimeDep, guard: UrlGuardDep, thread_id: ThreadId, body: CreateCron
 ) -> dict[str, Any]:
     """A cron on a thread: each slot's run joins the thread's queue (the enqueue strategy)."""
     return await _create(principal, runtime, guard, body, parse_id(thread_id, "thread"))
@@ -198,7 +199,7 @@ async def count_crons(principal: Tenant, runtime: RuntimeDep, body: CountCrons) 
 
 @router.patch("/runs/crons/{cron_id}", responses=ERRORS)
 async def update_cron(
-    principal: Tenant, runtime: RuntimeDep, guard: UrlGuardDep, cron_id: str, body: UpdateCron
+    principal: Tenant, runtime: RuntimeDep, guard: UrlGuardDep, cron_id: CronId, body: UpdateCron
 ) -> dict[str, Any]:
     """Change the timing (from its first slot after now), the run fields, the webhook, or
     ``enabled`` (a cron enabled again starts from its first slot after now)."""
@@ -229,7 +230,7 @@ async def update_cron(
 
 @router.delete("/runs/crons/{cron_id}", status_code=status.HTTP_204_NO_CONTENT, response_class=Response,
                responses=ERRORS)  # fmt: skip
-async def delete_cron(principal: Tenant, runtime: RuntimeDep, cron_id: str) -> Response:
+async def delete_cron(principal: Tenant, runtime: RuntimeDep, cron_id: CronId) -> Response:
     """Delete the cron; the runs it made stay."""
     await runtime.queue.delete_schedule(parse_id(cron_id, "schedule"), tenant_id=principal.tenant_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

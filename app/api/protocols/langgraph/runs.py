@@ -22,7 +22,7 @@ from app.api.protocols.langgraph.run_ops import (
     stream_response,
     visible_run,
 )
-from app.api.protocols.langgraph.schemas import CreateRun
+from app.api.protocols.langgraph.schemas import CreateRun, RunId, ThreadId
 from app.api.protocols.langgraph.status import rolled_back, run_status
 from app.api.runs import event_cursor
 from app.api.webhooks import UrlGuardDep
@@ -33,7 +33,7 @@ router = APIRouter()
 LastEventId = Annotated[str | None, Header(max_length=20)]
 
 
-def _thread(thread_id: str) -> uuid.UUID:
+def _thread(thread_id: ThreadId) -> uuid.UUID:
     return parse_id(thread_id, "thread")
 
 
@@ -43,7 +43,7 @@ async def create_thread_run(
     runtime: RuntimeDep,
     guard: UrlGuardDep,
     request: Request,
-    thread_id: str,
+    thread_id: ThreadId,
     body: CreateRun,
 ) -> JSONResponse:
     run = await create_run(caller, runtime, guard, request, body, caller.thread_id())
@@ -56,7 +56,7 @@ async def stream_thread_run(
     runtime: RuntimeDep,
     guard: UrlGuardDep,
     request: Request,
-    thread_id: str,
+    thread_id: ThreadId,
     body: CreateRun,
 ) -> Response:
     run = await create_run(caller, runtime, guard, request, body, caller.thread_id())
@@ -69,7 +69,7 @@ async def wait_thread_run(
     runtime: RuntimeDep,
     guard: UrlGuardDep,
     request: Request,
-    thread_id: str,
+    thread_id: ThreadId,
     body: CreateRun,
 ) -> JSONResponse:
     run = await create_run(caller, runtime, guard, request, body, caller.thread_id())
@@ -111,7 +111,7 @@ async def batch_runs(
 async def list_thread_runs(
     caller: Reader,
     runtime: RuntimeDep,
-    thread_id: str,
+    thread_id: ThreadId,
     limit: Annotated[int, Query(ge=1, le=1000)] = 10,
     offset: Annotated[int, Query(ge=0)] = 0,
     status: Literal["pending", "running", "success", "error", "timeout", "interrupted"]
@@ -131,12 +131,12 @@ async def list_thread_runs(
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}")
-async def get_thread_run(caller: Reader, thread_id: str, run_id: str) -> dict[str, Any]:
+async def get_thread_run(caller: Reader, thread_id: ThreadId, run_id: RunId) -> dict[str, Any]:
     return run_json(await visible_run(caller, caller.thread_id(), parse_id(run_id, "run")))
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}/join")
-async def join_run(caller: Reader, runtime: RuntimeDep, thread_id: str, run_id: str) -> Any:
+async def join_run(caller: Reader, runtime: RuntimeDep, thread_id: ThreadId, run_id: RunId) -> Any:
     run = await visible_run(caller, caller.thread_id(), parse_id(run_id, "run"))
     return final_values(await finished(runtime, run))
 
@@ -145,8 +145,8 @@ async def join_run(caller: Reader, runtime: RuntimeDep, thread_id: str, run_id: 
 async def join_stream(
     caller: Reader,
     runtime: RuntimeDep,
-    thread_id: str,
-    run_id: str,
+    thread_id: ThreadId,
+    run_id: RunId,
     last_event_id: LastEventId = None,
 ) -> Response:
     """The run's frames after ``Last-Event-ID`` (``-1`` or none: from the start), whether or
@@ -156,12 +156,17 @@ async def join_stream(
     return stream_response(runtime, run, after=after)
 
 
-@router.post("/threads/{thread_id}/runs/{run_id}/cancel", status_code=status.HTTP_202_ACCEPTED)
+@router.post(
+    "/threads/{thread_id}/runs/{run_id}/cancel",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_class=Response,
+    responses={202: {"description": "Asked to stop (with `wait`: stopped); no body"}},
+)
 async def cancel_run(
     caller: Canceller,
     runtime: RuntimeDep,
-    thread_id: str,
-    run_id: str,
+    thread_id: ThreadId,
+    run_id: RunId,
     wait: bool = False,
     action: Literal["interrupt", "rollback"] = "interrupt",
 ) -> Response:

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.agents.langgraph_wire import ServerRunInput
+from app.api.params import uuid_path
 from app.api.schemas import StoredObject, StoredText, StoredValue, Webhook
 
 StreamMode = Literal[
@@ -24,6 +25,10 @@ StreamMode = Literal[
     "checkpoints",
 ]
 Strategy = Literal["reject", "interrupt", "rollback", "enqueue"]
+# Path ids, documented as UUIDs; a malformed one is runq's 422 ``invalid_id``.
+ThreadId = Annotated[str, uuid_path("The thread's id (a UUID)")]
+RunId = Annotated[str, uuid_path("The run's id (a UUID)")]
+CheckpointId = Annotated[str, uuid_path("A checkpoint's id (a UUID, as LangGraph makes them)")]
 WebhookUrl = Annotated[str, Field(min_length=1, max_length=2048)]
 
 
@@ -34,11 +39,11 @@ def runq_webhook(url: str | None) -> Webhook | None:
 
 
 class Body(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
 
 class CreateThread(Body):
-    thread_id: uuid.UUID | None = None
+    thread_id: Annotated[uuid.UUID, Field(strict=False)] | None = None
     metadata: StoredObject = Field(default_factory=dict)
     if_exists: Literal["raise", "do_nothing"] = "raise"
 
@@ -99,7 +104,6 @@ class CreateRun(Body):
     on_disconnect: Literal["cancel", "continue"] | None = None
     after_seconds: float = Field(default=0.0, ge=0, le=365 * 86400)
     durability: Literal["sync", "async", "exit"] | None = None
-    checkpoint_id: StoredText | None = None
     webhook: WebhookUrl | None = None
 
     def modes(self) -> list[str]:
@@ -118,10 +122,5 @@ class CreateRun(Body):
             assistant_id=self.assistant_id,
             metadata=self.metadata,
             multitask_strategy=self.multitask_strategy,
+            durability=self.durability,
         ).model_dump(mode="json", exclude_none=True)
-
-
-class CancelRuns(Body):
-    thread_id: uuid.UUID | None = None
-    run_ids: list[uuid.UUID] | None = None
-    status: Literal["pending", "running", "all"] | None = None

@@ -13,11 +13,13 @@ from app.api.deps import Runtime, RuntimeDep
 from app.api.problems import ApiProblem
 from app.api.protocols.langgraph.auth import Reader, Runner, Tenant
 from app.api.protocols.langgraph.schemas import (
+    CheckpointId,
     CountThreads,
     CreateThread,
     History,
     PatchThread,
     SearchThreads,
+    ThreadId,
     UpdateState,
 )
 from app.api.protocols.langgraph.state import thread_history, thread_state, update_state
@@ -107,13 +109,13 @@ async def count_threads(caller: Tenant, runtime: RuntimeDep, body: CountThreads)
 
 
 @router.get("/threads/{thread_id}")
-async def get_thread(caller: Reader, runtime: RuntimeDep, thread_id: str) -> dict[str, Any]:
+async def get_thread(caller: Reader, runtime: RuntimeDep, thread_id: ThreadId) -> dict[str, Any]:
     return await thread_json(runtime, await caller.thread())
 
 
 @router.patch("/threads/{thread_id}")
 async def patch_thread(
-    caller: Runner, runtime: RuntimeDep, thread_id: str, body: PatchThread
+    caller: Runner, runtime: RuntimeDep, thread_id: ThreadId, body: PatchThread
 ) -> dict[str, Any]:
     thread = await runtime.queue.merge_thread_metadata(
         caller.thread_id(), tenant_id=caller.tenant_id, metadata=body.metadata
@@ -124,7 +126,7 @@ async def patch_thread(
 @router.delete(
     "/threads/{thread_id}", status_code=status.HTTP_204_NO_CONTENT, response_class=Response
 )
-async def delete_thread(caller: Tenant, runtime: RuntimeDep, thread_id: str) -> Response:
+async def delete_thread(caller: Tenant, runtime: RuntimeDep, thread_id: ThreadId) -> Response:
     """The thread, its runs and its graph's checkpoints."""
     thread = await caller.thread()
     await runtime.queue.delete_thread(thread.id, tenant_id=caller.tenant_id)
@@ -133,7 +135,7 @@ async def delete_thread(caller: Tenant, runtime: RuntimeDep, thread_id: str) -> 
 
 
 @router.post("/threads/{thread_id}/copy")
-async def copy_thread(caller: Tenant, runtime: RuntimeDep, thread_id: str) -> dict[str, Any]:
+async def copy_thread(caller: Tenant, runtime: RuntimeDep, thread_id: ThreadId) -> dict[str, Any]:
     """A new thread with the same metadata and the graph's checkpoints (not the runs)."""
     source = await caller.thread()
     copy, _ = await runtime.queue.create_thread(
@@ -145,21 +147,21 @@ async def copy_thread(caller: Tenant, runtime: RuntimeDep, thread_id: str) -> di
 
 @router.get("/threads/{thread_id}/state")
 async def get_state(
-    caller: Reader, runtime: RuntimeDep, thread_id: str, subgraphs: bool = False
+    caller: Reader, runtime: RuntimeDep, thread_id: ThreadId, subgraphs: bool = False
 ) -> dict[str, Any]:
     return await thread_state(runtime, await caller.thread())
 
 
 @router.get("/threads/{thread_id}/state/{checkpoint_id}")
 async def get_state_at(
-    caller: Reader, runtime: RuntimeDep, thread_id: str, checkpoint_id: str
+    caller: Reader, runtime: RuntimeDep, thread_id: ThreadId, checkpoint_id: CheckpointId
 ) -> dict[str, Any]:
     return await thread_state(runtime, await caller.thread(), {"checkpoint_id": checkpoint_id})
 
 
 @router.post("/threads/{thread_id}/state")
 async def post_state(
-    caller: Runner, runtime: RuntimeDep, thread_id: str, body: UpdateState
+    caller: Runner, runtime: RuntimeDep, thread_id: ThreadId, body: UpdateState
 ) -> dict[str, Any]:
     """``update_state``; 409 while a run of the thread is in flight (it would race the run's
     fenced writes)."""
@@ -178,7 +180,7 @@ async def post_state(
 async def get_history(
     caller: Reader,
     runtime: RuntimeDep,
-    thread_id: str,
+    thread_id: ThreadId,
     limit: Annotated[int, Query(ge=1, le=1000)] = 10,
     before: str | None = None,
 ) -> list[dict[str, Any]]:
@@ -189,7 +191,7 @@ async def get_history(
 
 @router.post("/threads/{thread_id}/history")
 async def post_history(
-    caller: Reader, runtime: RuntimeDep, thread_id: str, body: History
+    caller: Reader, runtime: RuntimeDep, thread_id: ThreadId, body: History
 ) -> list[dict[str, Any]]:
     return await thread_history(
         runtime,
