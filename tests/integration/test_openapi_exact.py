@@ -87,6 +87,21 @@ BUSINESS_RULES = {
     # LangGraph's API (docs/langgraph-server.md): update_state needs the thread's graph, which a
     # thread has once a run of it named one (this server serves no graph), as the reference says.
     ("positive_data_acceptance", "POST /langgraph/threads/{thread_id}/state", "no_graph"),
+    # LangGraph's crons are schedules (docs/langgraph-server.md): five cron fields cronsim accepts,
+    # a time zone zoneinfo knows, the webhook rules; what schedules lack is refused with its own
+    # code (end_time, on_run_completed "keep"); a search's assistant is matched in jsonb (no NUL,
+    # no lone surrogate); PATCH or DELETE /runs/crons/search names a cron whose id is no UUID.
+    *{
+        ("positive_data_acceptance", operation, code)
+        for operation in ("POST /langgraph/runs/crons", "POST /langgraph/threads/{thread_id}/runs/crons",
+                          "PATCH /langgraph/runs/crons/{cron_id}")
+        for code in ("invalid_cron", "unknown_timezone", "cron_end_time_unsupported", "cron_keep_unsupported",
+                     "webhook_url_invalid", "webhook_url_unresolvable", "webhook_url_forbidden", "validation_error")
+    },
+    ("positive_data_acceptance", "POST /langgraph/runs/crons/search", "validation_error"),
+    ("positive_data_acceptance", "POST /langgraph/runs/crons/count", "validation_error"),
+    ("unsupported_method", "POST /langgraph/runs/crons/search", "invalid_id"),
+    ("unsupported_method", "POST /langgraph/runs/crons/count", "invalid_id"),
     # The AI SDK's chat (docs/frontends.md): the last of the client's UIMessages must be a user
     # message with text, or an approval response naming a waiting run of the chat; a regenerate
     # or `reject` meets a busy chat; the prompt becomes history and has a size limit.

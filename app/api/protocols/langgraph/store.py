@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.api.deps import RuntimeDep
 from app.api.problems import ApiProblem, problems
 from app.api.protocols.langgraph.auth import Tenant
-from app.api.schemas import NO_NUL, FiniteSeconds, Integral, StoredValue
+from app.api.schemas import NO_NUL, FiniteSeconds, Integral, StoredObject
 from app.queue.graph_store import FilterInvalid, StoredItem
 
 router = APIRouter(tags=["langgraph"])
@@ -26,16 +26,15 @@ JOINED = r"^[^.\x00]+(\.[^.\x00]+)*$"  # a namespace in a query string
 Namespace = Annotated[list[Label], Field(min_length=1, max_length=20)]
 NamespacePattern = Annotated[list[Label], Field(max_length=20)]  # ``*`` matches any one label
 Key = Annotated[str, Field(min_length=1, max_length=1000, pattern=NO_NUL)]
-Filter = dict[Annotated[str, Field(max_length=200, pattern=NO_NUL)], StoredValue]
 Page = Annotated[int, Field(ge=0, le=10_000), Integral]
 
 
 class PutItem(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     namespace: Namespace
     key: Key
-    value: dict[Annotated[str, Field(pattern=NO_NUL)], StoredValue]
+    value: StoredObject
     index: Any = Field(default=None, description="accepted; runq keeps no embeddings (`query` matches nothing more)")
     ttl: Annotated[FiniteSeconds, Field(gt=0, le=525_600 * 100)] | None = Field(
         default=None, description="minutes until it expires (null: never)"
@@ -43,17 +42,17 @@ class PutItem(BaseModel):
 
 
 class DeleteItem(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     namespace: Namespace
     key: Key
 
 
 class SearchItems(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     namespace_prefix: NamespacePattern = Field(default_factory=list)
-    filter: Filter | None = Field(
+    filter: StoredObject | None = Field(
         default=None, description='`{field: value}` or `{field: {"$eq|$ne|$gt|$gte|$lt|$lte": value}}`'
     )
     limit: Annotated[int, Field(ge=1, le=1000), Integral] = 10
@@ -65,7 +64,7 @@ class SearchItems(BaseModel):
 
 
 class ListNamespaces(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     prefix: NamespacePattern | None = None
     suffix: NamespacePattern | None = None
