@@ -96,6 +96,27 @@ def _slots(rows: Sequence[Row[Any]], faults: dict[uuid.UUID, str]) -> dict[uuid.
     return slots
 
 
+@dataclass(frozen=True, slots=True)
+class ScheduleFilter:
+    """Which schedules a search or count takes (``None``: any): of these agents, in this thread,
+    paused or not, whose run input contains this JSON object."""
+
+    agents: Sequence[str] | None = None
+    thread_id: uuid.UUID | None = None
+    paused: bool | None = None
+    input_contains: Mapping[str, Any] = field(default_factory=dict)
+
+    def params(self, tenant_id: str | None) -> dict[str, Any]:
+        """The parameters of ``schedules_matching``."""
+        return {
+            "tenant_id": tenant_id,
+            "agents": None if self.agents is None else list(self.agents),
+            "thread_id": self.thread_id,
+            "paused": self.paused,
+            "input_contains": dumps(self.input_contains),
+        }
+
+
 class Schedules(Store):
     async def create_schedule(
         self,
@@ -198,18 +219,15 @@ class Schedules(Store):
         self,
         *,
         tenant_id: str | None,
-        agents: Sequence[str] | None = None,
-        thread_id: uuid.UUID | None = None,
-        paused: bool | None = None,
-        input_contains: Mapping[str, Any] | None = None,
+        matching: ScheduleFilter,
         sort_by: str = "created_at",
         descending: bool = True,
         limit: int = 10,
         offset: int = 0,
     ) -> list[Schedule]:
-        """One page of the schedules matching every filter given, ordered by ``sort_by``
-        (``created_at``, ``updated_at``, ``next_run_at``)."""
-        params = _matching(tenant_id, agents, thread_id, paused, input_contains) | {
+        """One page of the schedules ``matching``, ordered by ``sort_by`` (``created_at``,
+        ``updated_at``, ``next_run_at``)."""
+        params = matching.params(tenant_id) | {
             "sort_by": sort_by,
             "descending": descending,
             "limit": limit,
@@ -219,18 +237,9 @@ class Schedules(Store):
             rows = (await conn.execute(SEARCH_SCHEDULES, params)).all()
         return [schedule_from_row(r) for r in rows]
 
-    async def count_schedules(
-        self,
-        *,
-        tenant_id: str | None,
-        agents: Sequence[str] | None = None,
-        thread_id: uuid.UUID | None = None,
-        paused: bool | None = None,
-        input_contains: Mapping[str, Any] | None = None,
-    ) -> int:
-        params = _matching(tenant_id, agents, thread_id, paused, input_contains)
+    async def count_schedules(self, *, tenant_id: str | None, matching: ScheduleFilter) -> int:
         async with self._statement() as conn:
-            return int((await conn.execute(COUNT_SCHEDULES, params)).scalar_one())
+            return int((await conn.execute(COUNT_SCHEDULES, matching.params(tenant_id))).scalar_one())
 
     async def delete_schedule(self, schedule_id: uuid.UUID, *, tenant_id: str | None) -> None:
         async with self._statement() as conn:
@@ -282,23 +291,6 @@ class Schedules(Store):
         async with self._statement() as conn:
             due_in = (await conn.execute(NEXT_SCHEDULE_DUE_IN)).scalar()
         return None if due_in is None else float(due_in)
-
-
-def _matching(
-    tenant_id: str | None,
-    agents: Sequence[str] | None,
-    thread_id: uuid.UUID | None,
-    paused: bool | None,
-    input_contains: Mapping[str, Any] | None,
-) -> dict[str, Any]:
-    """The filters of ``schedules_matching``."""
-    return {
-        "tenant_id": tenant_id,
-        "agents": None if agents is None else list(agents),
-        "thread_id": thread_id,
-        "paused": paused,
-        "input_contains": dumps(input_contains or {}),
-    }
 
 
 async def _park(conn: AsyncConnection, faults: Mapping[uuid.UUID, str]) -> None:

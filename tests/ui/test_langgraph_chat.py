@@ -9,61 +9,30 @@ with nothing twice; Stop cancels the run; the graph's ``interrupt()`` is answere
 from __future__ import annotations
 
 import math
-import os
-import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.api_support import ROOT, ApiProcess, free_port
+from tests.api_support import ROOT
 from tests.fakes.openai_server import FakeOpenAI, Reply, answer, stall
-from tests.ui.conftest import LANGGRAPH_CHAT_CONFIG, SERVER_ENV, Keys
-from tests.ui.test_chat_example import LONG_ANSWER, ChatApp, ChatTab, _answers, wait_until
+from tests.ui.conftest import LANGGRAPH_CHAT_CONFIG, Keys
+from tests.ui.test_chat_example import LONG_ANSWER, ChatApp, ChatTab, live_chat, wait_until
 from tests.ui.test_chat_example import tab as tab  # the fixture, on this module's chat_app
 
 EXAMPLE = ROOT / "examples" / "langgraph-chat"
-SESSION_ENDPOINT = ROOT / "examples" / "chat" / "session-endpoint.js"
 
 
 @pytest.fixture(scope="module")
 def chat_app(chromium: str, database_url: str, keys: Keys, worker: subprocess.Popen[bytes]) -> Iterator[ChatApp]:
-    """runq's API serving the example's langgraph.json (its CORS origin is the page's) beside the
-    package's worker, and examples/chat's session endpoint serving this page."""
-    node = shutil.which("node")
-    if node is None or not (EXAMPLE / "dist" / "index.html").is_file():
-        pytest.fail("node and the built page are needed: make langgraph-chat-example")
-    page_port = free_port()
-    page_url = f"http://127.0.0.1:{page_port}"
-    api = ApiProcess(
-        database_url,
-        env=SERVER_ENV | {"RUNQ_CORS_ORIGINS": page_url, "RUNQ_LANGGRAPH_CONFIG": str(LANGGRAPH_CHAT_CONFIG)},
-    )
-    session = subprocess.Popen(
-        [node, str(SESSION_ENDPOINT)],
-        cwd=EXAMPLE,
-        env=os.environ
-        | {
-            "RUNQ_URL": api.base_url,
-            "RUNQ_KEY": keys.tenant_key,
-            "PORT": str(page_port),
-            "RUNQ_CHAT_AGENT": "chat",  # the graph: its token opens runs of it only
-            "RUNQ_CHAT_DIST": str(EXAMPLE / "dist"),
-        },
-    )
-    try:
-        api.wait_ready()
-        wait_until(lambda: _answers(page_url), within=15)
-        with httpx.Client(base_url=api.base_url, timeout=10, headers=keys.headers(keys.tenant_key)) as client:
-            yield ChatApp(page_url, client, keys.tenant_key)
-    finally:
-        session.terminate()
-        session.wait(timeout=10)
-        api.stop()
+    """runq's API serving the example's langgraph.json beside the package's worker; the session
+    endpoint's tokens are for the graph's runs only."""
+    api_env = {"RUNQ_LANGGRAPH_CONFIG": str(LANGGRAPH_CHAT_CONFIG)}
+    with live_chat(database_url, keys, EXAMPLE, api_env=api_env, session_env={"RUNQ_CHAT_AGENT": "chat"}) as app:
+        yield app
 
 
 def last_run(tab: ChatTab) -> dict[str, Any]:

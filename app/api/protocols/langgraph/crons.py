@@ -35,6 +35,7 @@ from app.api.schemas import StoredObject, StoredText, StoredValue
 from app.api.webhooks import UrlGuardDep, checked_webhook
 from app.cron import ScheduleInvalid, Timing
 from app.domain import Schedule
+from app.queue.schedules import ScheduleFilter
 
 router = APIRouter()
 
@@ -162,25 +163,27 @@ async def create_thread_cron(
     return await _create(principal, runtime, guard, body, parse_id(thread_id, "thread"))
 
 
-def _filters(runtime: Runtime, assistant_id: str | None, metadata: dict[str, Any] | None) -> dict[str, Any]:
+def _matching(
+    runtime: Runtime, assistant_id: str | None, metadata: dict[str, Any] | None, **filters: Any
+) -> ScheduleFilter:
     """The schedules that are crons of the graphs served (of one assistant when named)."""
     contains: dict[str, Any] = {"metadata": metadata} if metadata else {}
     if assistant_id is not None:
         contains["assistant_id"] = str(assistant(runtime, assistant_id).assistant_id)
-    return {"agents": [found.graph_id for found in assistants(runtime)], "input_contains": contains}
+    graphs = [found.graph_id for found in assistants(runtime)]
+    return ScheduleFilter(agents=graphs, input_contains=contains, **filters)
 
 
 @router.post("/runs/crons/search", responses=ERRORS)
 async def search_crons(principal: Tenant, runtime: RuntimeDep, body: SearchCrons) -> list[dict[str, Any]]:
+    paused = None if body.enabled is None else not body.enabled
     found = await runtime.queue.search_schedules(
         tenant_id=principal.tenant_id,
-        thread_id=body.thread_id,
-        paused=None if body.enabled is None else not body.enabled,
+        matching=_matching(runtime, body.assistant_id, body.metadata, thread_id=body.thread_id, paused=paused),
         sort_by=SORT_COLUMNS[body.sort_by],
         descending=body.sort_order == "desc",
         limit=body.limit,
         offset=body.offset,
-        **_filters(runtime, body.assistant_id, body.metadata),
     )
     crons = [cron_json(schedule) for schedule in found]
     if body.select:
@@ -190,9 +193,8 @@ async def search_crons(principal: Tenant, runtime: RuntimeDep, body: SearchCrons
 
 @router.post("/runs/crons/count", responses=ERRORS)
 async def count_crons(principal: Tenant, runtime: RuntimeDep, body: CountCrons) -> int:
-    return await runtime.queue.count_schedules(
-        tenant_id=principal.tenant_id, thread_id=body.thread_id, **_filters(runtime, body.assistant_id, body.metadata)
-    )
+    matching = _matching(runtime, body.assistant_id, body.metadata, thread_id=body.thread_id)
+    return await runtime.queue.count_schedules(tenant_id=principal.tenant_id, matching=matching)
 
 
 @router.patch("/runs/crons/{cron_id}", responses=ERRORS)

@@ -82,13 +82,7 @@ class ItemOut(BaseModel):
 
     @classmethod
     def of(cls, item: StoredItem) -> Self:
-        return cls(
-            namespace=list(item.namespace),
-            key=item.key,
-            value=item.value,
-            created_at=item.created_at,
-            updated_at=item.updated_at,
-        )
+        return cls.model_validate(item, from_attributes=True)
 
 
 class SearchItemOut(ItemOut):
