@@ -132,6 +132,16 @@ class RunDriver:
         return (await self.queue.finish(**self._ref(), finish=Finish.done(output or {"text": "done"}))).last_event_seq
 
 
+def stop_process(proc: subprocess.Popen[bytes], timeout: float = 20) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within ``timeout``."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -165,12 +175,7 @@ class ApiProcess:
 
     def stop(self) -> None:
         if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            stop_process(self.proc, timeout=15)
 
 
 class InProcessServer:

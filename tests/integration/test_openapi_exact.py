@@ -90,7 +90,7 @@ BUSINESS_RULES = {
     # LangGraph's crons are schedules (docs/langgraph-server.md): five cron fields cronsim accepts,
     # a time zone zoneinfo knows, the webhook rules; what schedules lack is refused with its own
     # code (end_time, on_run_completed "keep"); a search's assistant is matched in jsonb (no NUL,
-    # no lone surrogate); PATCH or DELETE /runs/crons/search names a cron whose id is no UUID.
+    # no lone surrogate).
     *{
         ("positive_data_acceptance", operation, code)
         for operation in ("POST /langgraph/runs/crons", "POST /langgraph/threads/{thread_id}/runs/crons",
@@ -100,8 +100,6 @@ BUSINESS_RULES = {
     },
     ("positive_data_acceptance", "POST /langgraph/runs/crons/search", "validation_error"),
     ("positive_data_acceptance", "POST /langgraph/runs/crons/count", "validation_error"),
-    ("unsupported_method", "POST /langgraph/runs/crons/search", "invalid_id"),
-    ("unsupported_method", "POST /langgraph/runs/crons/count", "invalid_id"),
     # The AI SDK's chat (docs/frontends.md): the last of the client's UIMessages must be a user
     # message with text, or an approval response naming a waiting run of the chat; a regenerate
     # or `reject` meets a busy chat; the prompt becomes history and has a size limit.

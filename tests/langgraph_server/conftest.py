@@ -20,7 +20,7 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
-from tests.api_support import ROOT, ApiProcess, free_port
+from tests.api_support import ROOT, ApiProcess, free_port, stop_process
 from tests.clients.conftest import new_key
 from tests.fakes.openai_server import FakeOpenAI
 
@@ -40,14 +40,37 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+class Worker:
+    """runq's worker process, which a test may SIGKILL and start again."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.proc = self._start()
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "app.worker", "--concurrency", "8"], cwd=ROOT, env=self.env
+        )
+
+    def kill_and_restart(self) -> None:
+        self.proc.kill()  # SIGKILL: no release of its leases, no last write
+        self.proc.wait()
+        self.proc = self._start()
+
+    def stop(self) -> None:
+        stop_process(self.proc)
+
+
 @dataclass(frozen=True)
 class Server:
-    """A server under test: its name, the SDK's base URL and the key it takes (None: none)."""
+    """A server under test: its name, the SDK's base URL, the key it takes (None: none) and,
+    for runq, its worker."""
 
     name: str
     url: str
     key: str | None
     model: FakeOpenAI
+    worker: Worker | None = None
 
     @property
     def is_runq(self) -> bool:
@@ -82,15 +105,6 @@ def _wait_ok(url: str, proc: subprocess.Popen[bytes]) -> None:
     raise TimeoutError(f"{url} not ready within {START_S}s")
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
 @pytest.fixture(scope="package")
 def server_env(model: FakeOpenAI) -> dict[str, str]:
     return {
@@ -105,16 +119,12 @@ def runq_server(
     database_url: str, server_env: dict[str, str], model: FakeOpenAI
 ) -> Iterator[Server]:
     api = ApiProcess(database_url, env=server_env)
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "app.worker", "--concurrency", "8"],
-        cwd=ROOT,
-        env=os.environ | {"RUNQ_DATABASE_URL": database_url, **server_env},
-    )
+    worker = Worker(os.environ | {"RUNQ_DATABASE_URL": database_url, **server_env})
     try:
         api.wait_ready(timeout=START_S)
-        yield Server("runq", f"{api.base_url}/langgraph", new_key(database_url), model)
+        yield Server("runq", f"{api.base_url}/langgraph", new_key(database_url), model, worker)
     finally:
-        _stop(worker)
+        worker.stop()
         api.stop()
 
 
@@ -147,7 +157,7 @@ def reference_server(server_env: dict[str, str], model: FakeOpenAI) -> Iterator[
         _wait_ok(f"http://127.0.0.1:{port}/ok", proc)
         yield Server("reference", f"http://127.0.0.1:{port}", None, model)
     finally:
-        _stop(proc)
+        stop_process(proc)
 
 
 @pytest.fixture(scope="package")

@@ -319,3 +319,47 @@ async def test_a_thread_token_opens_its_thread_only(
         with pytest.raises(httpx.HTTPStatusError) as caught:
             await refused
         assert caught.value.response.status_code == 401
+
+
+async def test_a_run_survives_its_worker_killed_mid_stream(
+    server: Server, lg: LangGraphClient, tmp_path: Path
+) -> None:
+    runq_only(
+        server, "a run is a row: another worker resumes it from its last checkpoint after a SIGKILL"
+    )
+    assert server.worker is not None
+    thread = await lg.threads.create()
+    gate = tmp_path / "gate"
+    run = await _gated_run(lg, thread["thread_id"], gate)
+    seen = []
+    async for part in lg.runs.join_stream(thread["thread_id"], run["run_id"], last_event_id="-1"):
+        seen.append(part)
+        if part.event == "values":  # the input's values: the node is running now
+            break
+    server.worker.kill_and_restart()
+    gate.touch()
+    rest = await collect(
+        lg.runs.join_stream(thread["thread_id"], run["run_id"], last_event_id=seen[-1].id)
+    )
+    whole = await collect(
+        lg.runs.join_stream(thread["thread_id"], run["run_id"], last_event_id="-1")
+    )
+    assert [(p.id, p.event, p.data) for p in seen + rest] == [
+        (p.id, p.event, p.data) for p in whole
+    ]
+    ids = [int(p.id) for p in whole]
+    assert ids == sorted(set(ids))  # no repeat, in order
+    assert whole[-1].data == {"gate": str(gate), "passed": True}
+    assert (await lg.threads.get_state(thread["thread_id"]))["values"] == {
+        "gate": str(gate),
+        "passed": True,
+    }
+    assert (await lg.runs.get(thread["thread_id"], run["run_id"]))["status"] == "success"
+
+
+async def test_deleting_a_busy_thread_cancels_its_run(lg: LangGraphClient, tmp_path: Path) -> None:
+    thread = await lg.threads.create()
+    await _gated_run(lg, thread["thread_id"], tmp_path / "never")
+    await lg.threads.delete(thread["thread_id"])
+    with pytest.raises(NotFoundError):
+        await lg.threads.get(thread["thread_id"])

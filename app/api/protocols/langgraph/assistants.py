@@ -9,12 +9,12 @@ from fastapi import APIRouter
 from app.api.deps import RuntimeDep
 from app.api.protocols.langgraph.auth import Tenant
 from app.api.protocols.langgraph.graphs import assistant, assistants, compiled
-from app.api.protocols.langgraph.schemas import SearchAssistants
+from app.api.protocols.langgraph.schemas import AssistantSearchRequest
 
 router = APIRouter()
 
 
-def _matching(runtime: RuntimeDep, body: SearchAssistants) -> list[dict[str, Any]]:
+def _matching(runtime: RuntimeDep, body: AssistantSearchRequest) -> list[dict[str, Any]]:
     found = [a.json() for a in assistants(runtime)]
     return [
         a
@@ -27,14 +27,16 @@ def _matching(runtime: RuntimeDep, body: SearchAssistants) -> list[dict[str, Any
 
 @router.post("/assistants/search")
 async def search_assistants(
-    caller: Tenant, runtime: RuntimeDep, body: SearchAssistants
+    caller: Tenant, runtime: RuntimeDep, body: AssistantSearchRequest
 ) -> list[dict[str, Any]]:
     matching = _matching(runtime, body)
     return matching[body.offset : body.offset + body.limit]
 
 
 @router.post("/assistants/count")
-async def count_assistants(caller: Tenant, runtime: RuntimeDep, body: SearchAssistants) -> int:
+async def count_assistants(
+    caller: Tenant, runtime: RuntimeDep, body: AssistantSearchRequest
+) -> int:
     return len(_matching(runtime, body))
 
 

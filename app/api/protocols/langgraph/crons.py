@@ -25,7 +25,7 @@ from app.api.protocols.langgraph.auth import Tenant
 from app.api.protocols.langgraph.graphs import assistant, assistants
 from app.api.protocols.langgraph.schemas import (
     Body,
-    CreateRun,
+    RunCreate,
     StreamMode,
     ThreadId,
     WebhookUrl,
@@ -40,12 +40,13 @@ from app.queue.schedules import ScheduleFilter
 router = APIRouter()
 
 CronId = Annotated[str, uuid_path("The cron's id (a UUID: the id of the runq schedule it is)")]
+CRON_ID = "{cron_id:uuid_text}"  # matched as a UUID by the router: PATCH /runs/crons/search is a 405
 Moment = Annotated[datetime, Field(strict=False)]  # an ISO 8601 string in JSON
 SORT_COLUMNS = {"created_at": "created_at", "updated_at": "updated_at", "next_run_date": "next_run_at"}
 ERRORS = problems(400, 401, 403, 404, 422, 429, 503)
 
 
-class CreateCron(CreateRun):
+class CronCreate(RunCreate):
     """A cron: the run each slot makes (a ``/langgraph`` run's fields) and when."""
 
     schedule: Annotated[StoredText, Field(min_length=1, max_length=200, description="five cron fields")]
@@ -55,7 +56,7 @@ class CreateCron(CreateRun):
     on_run_completed: Literal["delete", "keep"] | None = None
 
 
-class UpdateCron(Body):
+class CronPatch(Body):
     schedule: Annotated[StoredText, Field(min_length=1, max_length=200)] | None = None
     timezone: Annotated[StoredText, Field(min_length=1, max_length=100)] | None = None
     end_time: Moment | None = None
@@ -71,13 +72,13 @@ class UpdateCron(Body):
     stream_mode: StreamMode | list[StreamMode] | None = None
 
 
-class CountCrons(Body):
+class CronCountRequest(Body):
     assistant_id: StoredText | None = None
     thread_id: Annotated[uuid.UUID, Field(strict=False)] | None = None
     metadata: StoredObject | None = None
 
 
-class SearchCrons(CountCrons):
+class CronSearch(CronCountRequest):
     enabled: bool | None = None
     limit: int = Field(default=10, ge=1, le=1000)
     offset: int = Field(default=0, ge=0, le=1_000_000)
@@ -121,7 +122,7 @@ def _refuse_unsupported(end_time: datetime | None, on_run_completed: str | None)
         raise ApiProblem(422, "cron_keep_unsupported", "a stateless runq run has no thread to keep")
 
 
-async def _create(principal: Tenant, runtime: Runtime, guard: UrlGuardDep, body: CreateCron,
+async def _create(principal: Tenant, runtime: Runtime, guard: UrlGuardDep, body: CronCreate,
                   thread_id: uuid.UUID | None) -> dict[str, Any]:  # fmt: skip
     _refuse_unsupported(body.end_time, body.on_run_completed)
     timing = _timing(body.schedule, body.timezone)
@@ -150,14 +151,14 @@ async def _create(principal: Tenant, runtime: Runtime, guard: UrlGuardDep, body:
 
 
 @router.post("/runs/crons", responses=ERRORS)
-async def create_cron(principal: Tenant, runtime: RuntimeDep, guard: UrlGuardDep, body: CreateCron) -> dict[str, Any]:
+async def create_cron(principal: Tenant, runtime: RuntimeDep, guard: UrlGuardDep, body: CronCreate) -> dict[str, Any]:
     """A stateless cron: each slot makes one run of the assistant's graph."""
     return await _create(principal, runtime, guard, body, None)
 
 
 @router.post("/threads/{thread_id}/runs/crons", responses=ERRORS)
 async def create_thread_cron(
-    principal: Tenant, runtime: RuntimeDep, guard: UrlGuardDep, thread_id: ThreadId, body: CreateCron
+    principal: Tenant, runtime: RuntimeDep, guard: UrlGuardDep, thread_id: ThreadId, body: CronCreate
 ) -> dict[str, Any]:
     """A cron on a thread: each slot's run joins the thread's queue (the enqueue strategy)."""
     return await _create(principal, runtime, guard, body, parse_id(thread_id, "thread"))
@@ -175,7 +176,7 @@ def _matching(
 
 
 @router.post("/runs/crons/search", responses=ERRORS)
-async def search_crons(principal: Tenant, runtime: RuntimeDep, body: SearchCrons) -> list[dict[str, Any]]:
+async def search_crons(principal: Tenant, runtime: RuntimeDep, body: CronSearch) -> list[dict[str, Any]]:
     paused = None if body.enabled is None else not body.enabled
     found = await runtime.queue.search_schedules(
         tenant_id=principal.tenant_id,
@@ -192,14 +193,14 @@ async def search_crons(principal: Tenant, runtime: RuntimeDep, body: SearchCrons
 
 
 @router.post("/runs/crons/count", responses=ERRORS)
-async def count_crons(principal: Tenant, runtime: RuntimeDep, body: CountCrons) -> int:
+async def count_crons(principal: Tenant, runtime: RuntimeDep, body: CronCountRequest) -> int:
     matching = _matching(runtime, body.assistant_id, body.metadata, thread_id=body.thread_id)
     return await runtime.queue.count_schedules(tenant_id=principal.tenant_id, matching=matching)
 
 
-@router.patch("/runs/crons/{cron_id}", responses=ERRORS)
+@router.patch(f"/runs/crons/{CRON_ID}", responses=ERRORS)
 async def update_cron(
-    principal: Tenant, runtime: RuntimeDep, guard: UrlGuardDep, cron_id: CronId, body: UpdateCron
+    principal: Tenant, runtime: RuntimeDep, guard: UrlGuardDep, cron_id: CronId, body: CronPatch
 ) -> dict[str, Any]:
     """Change the timing (from its first slot after now), the run fields, the webhook, or
     ``enabled`` (a cron enabled again starts from its first slot after now)."""
@@ -228,7 +229,7 @@ async def update_cron(
     return cron_json(schedule)
 
 
-@router.delete("/runs/crons/{cron_id}", status_code=status.HTTP_204_NO_CONTENT, response_class=Response,
+@router.delete(f"/runs/crons/{CRON_ID}", status_code=status.HTTP_204_NO_CONTENT, response_class=Response,
                responses=ERRORS)  # fmt: skip
 async def delete_cron(principal: Tenant, runtime: RuntimeDep, cron_id: CronId) -> Response:
     """Delete the cron; the runs it made stay."""

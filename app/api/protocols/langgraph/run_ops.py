@@ -14,10 +14,10 @@ from app.api.auth import Caller
 from app.api.deps import Runtime
 from app.api.protocols.langgraph.frames import encode_frames
 from app.api.protocols.langgraph.graphs import assistant
-from app.api.protocols.langgraph.schemas import CreateRun, runq_webhook
+from app.api.protocols.langgraph.schemas import RunCreate, runq_webhook
 from app.api.protocols.langgraph.status import rolled_back, run_status
 from app.api.runs import SSE_MEDIA_TYPE, new_run
-from app.api.schemas import CreateRun as RunqRun
+from app.api.schemas import CreateRun as RunqRun  # runq's own
 from app.api.stream import SEND_TIMEOUT_S, follow_pages
 from app.api.webhooks import UrlGuard
 from app.domain import Run
@@ -31,7 +31,7 @@ async def create_run(
     runtime: Runtime,
     guard: UrlGuard,
     request: Request,
-    body: CreateRun,
+    body: RunCreate,
     thread_id: uuid.UUID | None,
 ) -> Run:
     """A runq run of the assistant's graph, in the thread (after its multitask strategy dealt

@@ -22,7 +22,7 @@ from app.api.protocols.langgraph.run_ops import (
     stream_response,
     visible_run,
 )
-from app.api.protocols.langgraph.schemas import CreateRun, RunId, ThreadId
+from app.api.protocols.langgraph.schemas import RUN_ID, RunCreate, RunId, ThreadId
 from app.api.protocols.langgraph.status import rolled_back, run_status
 from app.api.runs import event_cursor
 from app.api.webhooks import UrlGuardDep
@@ -44,7 +44,7 @@ async def create_thread_run(
     guard: UrlGuardDep,
     request: Request,
     thread_id: ThreadId,
-    body: CreateRun,
+    body: RunCreate,
 ) -> JSONResponse:
     run = await create_run(caller, runtime, guard, request, body, caller.thread_id())
     return JSONResponse(run_json(run), headers={"Content-Location": run_path(run)})
@@ -57,7 +57,7 @@ async def stream_thread_run(
     guard: UrlGuardDep,
     request: Request,
     thread_id: ThreadId,
-    body: CreateRun,
+    body: RunCreate,
 ) -> Response:
     run = await create_run(caller, runtime, guard, request, body, caller.thread_id())
     return stream_response(runtime, run)
@@ -70,7 +70,7 @@ async def wait_thread_run(
     guard: UrlGuardDep,
     request: Request,
     thread_id: ThreadId,
-    body: CreateRun,
+    body: RunCreate,
 ) -> JSONResponse:
     run = await create_run(caller, runtime, guard, request, body, caller.thread_id())
     done = await finished(runtime, run)
@@ -79,14 +79,14 @@ async def wait_thread_run(
 
 @router.post("/runs")
 async def create_stateless_run(
-    caller: Tenant, runtime: RuntimeDep, guard: UrlGuardDep, request: Request, body: CreateRun
+    caller: Tenant, runtime: RuntimeDep, guard: UrlGuardDep, request: Request, body: RunCreate
 ) -> dict[str, Any]:
     return run_json(await create_run(caller, runtime, guard, request, body, None))
 
 
 @router.post("/runs/stream", responses=SSE_ANSWER)
 async def stream_stateless_run(
-    caller: Tenant, runtime: RuntimeDep, guard: UrlGuardDep, request: Request, body: CreateRun
+    caller: Tenant, runtime: RuntimeDep, guard: UrlGuardDep, request: Request, body: RunCreate
 ) -> Response:
     run = await create_run(caller, runtime, guard, request, body, None)
     return stream_response(runtime, run, location=False)
@@ -94,7 +94,7 @@ async def stream_stateless_run(
 
 @router.post("/runs/wait")
 async def wait_stateless_run(
-    caller: Tenant, runtime: RuntimeDep, guard: UrlGuardDep, request: Request, body: CreateRun
+    caller: Tenant, runtime: RuntimeDep, guard: UrlGuardDep, request: Request, body: RunCreate
 ) -> Any:
     run = await create_run(caller, runtime, guard, request, body, None)
     return final_values(await finished(runtime, run))
@@ -102,7 +102,7 @@ async def wait_stateless_run(
 
 @router.post("/runs/batch")
 async def batch_runs(
-    caller: Tenant, runtime: RuntimeDep, guard: UrlGuardDep, request: Request, body: list[CreateRun]
+    caller: Tenant, runtime: RuntimeDep, guard: UrlGuardDep, request: Request, body: list[RunCreate]
 ) -> list[dict[str, Any]]:
     return [run_json(await create_run(caller, runtime, guard, request, one, None)) for one in body]
 
@@ -130,18 +130,18 @@ async def list_thread_runs(
     return [run_json(run) for run in runs[offset : offset + limit]]
 
 
-@router.get("/threads/{thread_id}/runs/{run_id}")
+@router.get(f"/threads/{{thread_id}}/runs/{RUN_ID}")
 async def get_thread_run(caller: Reader, thread_id: ThreadId, run_id: RunId) -> dict[str, Any]:
     return run_json(await visible_run(caller, caller.thread_id(), parse_id(run_id, "run")))
 
 
-@router.get("/threads/{thread_id}/runs/{run_id}/join")
+@router.get(f"/threads/{{thread_id}}/runs/{RUN_ID}/join")
 async def join_run(caller: Reader, runtime: RuntimeDep, thread_id: ThreadId, run_id: RunId) -> Any:
     run = await visible_run(caller, caller.thread_id(), parse_id(run_id, "run"))
     return final_values(await finished(runtime, run))
 
 
-@router.get("/threads/{thread_id}/runs/{run_id}/stream", responses=SSE_ANSWER)
+@router.get(f"/threads/{{thread_id}}/runs/{RUN_ID}/stream", responses=SSE_ANSWER)
 async def join_stream(
     caller: Reader,
     runtime: RuntimeDep,
@@ -157,7 +157,7 @@ async def join_stream(
 
 
 @router.post(
-    "/threads/{thread_id}/runs/{run_id}/cancel",
+    f"/threads/{{thread_id}}/runs/{RUN_ID}/cancel",
     status_code=status.HTTP_202_ACCEPTED,
     response_class=Response,
     responses={202: {"description": "Asked to stop (with `wait`: stopped); no body"}},

@@ -1,4 +1,5 @@
-"""Request bodies of LangGraph's server API as its SDKs send them (DESIGN §17). Fields the SDKs
+"""Request bodies of LangGraph's server API as its SDKs send them (DESIGN §17), named as
+LangGraph names them (runq's own ``CreateRun`` and ``CreateThread`` keep theirs). Fields the SDKs
 send that runq has no use for are accepted and ignored (``extra="ignore"``), as the reference
 does; a field of the wrong type is a 422."""
 
@@ -8,10 +9,11 @@ import uuid
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.convertors import Convertor, register_url_convertor
 
 from app.agents.langgraph_wire import ServerRunInput
 from app.api.params import uuid_path
-from app.api.schemas import StoredObject, StoredText, StoredValue, Webhook
+from app.api.schemas import FiniteSeconds, Integral, StoredObject, StoredText, StoredValue, Webhook
 
 StreamMode = Literal[
     "values",
@@ -25,7 +27,24 @@ StreamMode = Literal[
     "checkpoints",
 ]
 Strategy = Literal["reject", "interrupt", "rollback", "enqueue"]
-# Path ids, documented as UUIDs; a malformed one is runq's 422 ``invalid_id``.
+# Path ids, documented as UUIDs; a malformed one is runq's 422 ``invalid_id``. A run's id is
+# matched as a UUID already by the router, so ``/threads/{id}/runs/wait`` is never run ``wait``
+# (a GET there is a 405, not a bad run id).
+RUN_ID = "{run_id:uuid_text}"
+
+
+class _UuidText(Convertor[str]):
+    regex = "[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("uuid_text", _UuidText())
+
 ThreadId = Annotated[str, uuid_path("The thread's id (a UUID)")]
 RunId = Annotated[str, uuid_path("The run's id (a UUID)")]
 CheckpointId = Annotated[str, uuid_path("A checkpoint's id (a UUID, as LangGraph makes them)")]
@@ -42,50 +61,50 @@ class Body(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True)
 
 
-class CreateThread(Body):
+class ThreadCreate(Body):
     thread_id: Annotated[uuid.UUID, Field(strict=False)] | None = None
     metadata: StoredObject = Field(default_factory=dict)
     if_exists: Literal["raise", "do_nothing"] = "raise"
 
 
-class PatchThread(Body):
+class ThreadPatch(Body):
     metadata: StoredObject = Field(default_factory=dict)
 
 
-class CountThreads(Body):
+class ThreadCountRequest(Body):
     metadata: StoredObject = Field(default_factory=dict)
     values: StoredObject | None = None
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
 
 
-class SearchThreads(CountThreads):
-    limit: int = Field(default=10, ge=1, le=1000)
-    offset: int = Field(default=0, ge=0)
+class ThreadSearchRequest(ThreadCountRequest):
+    limit: Annotated[int, Field(ge=1, le=1000), Integral] = 10
+    offset: Annotated[int, Field(ge=0), Integral] = 0
 
 
-class UpdateState(Body):
+class ThreadStateUpdate(Body):
     values: StoredValue = None
     as_node: StoredText | None = None
     checkpoint_id: StoredText | None = None
     checkpoint: StoredObject | None = None
 
 
-class History(Body):
-    limit: int = Field(default=10, ge=1, le=1000)
+class ThreadHistoryRequest(Body):
+    limit: Annotated[int, Field(ge=1, le=1000), Integral] = 10
     before: StoredObject | StoredText | None = None
     metadata: StoredObject | None = None
     checkpoint: StoredObject | None = None
 
 
-class SearchAssistants(Body):
+class AssistantSearchRequest(Body):
     graph_id: StoredText | None = None
     metadata: StoredObject = Field(default_factory=dict)
     name: StoredText | None = None
-    limit: int = Field(default=10, ge=1, le=1000)
-    offset: int = Field(default=0, ge=0)
+    limit: Annotated[int, Field(ge=1, le=1000), Integral] = 10
+    offset: Annotated[int, Field(ge=0), Integral] = 0
 
 
-class CreateRun(Body):
+class RunCreate(Body):
     """A run: on a thread, or stateless (``POST /runs``)."""
 
     assistant_id: StoredText
@@ -102,7 +121,7 @@ class CreateRun(Body):
     multitask_strategy: Strategy = "enqueue"
     if_not_exists: Literal["create", "reject"] = "reject"
     on_disconnect: Literal["cancel", "continue"] | None = None
-    after_seconds: float = Field(default=0.0, ge=0, le=365 * 86400)
+    after_seconds: Annotated[FiniteSeconds, Field(ge=0, le=365 * 86400)] = 0.0
     durability: Literal["sync", "async", "exit"] | None = None
     webhook: WebhookUrl | None = None
 

@@ -10,22 +10,24 @@ from fastapi import APIRouter, Query, Response, status
 
 from app.api.auth import Caller
 from app.api.deps import Runtime, RuntimeDep
+from app.api.params import parse_id
 from app.api.problems import ApiProblem
 from app.api.protocols.langgraph.auth import Reader, Runner, Tenant
+from app.api.protocols.langgraph.run_ops import finished
 from app.api.protocols.langgraph.schemas import (
     CheckpointId,
-    CountThreads,
-    CreateThread,
-    History,
-    PatchThread,
-    SearchThreads,
+    ThreadCountRequest,
+    ThreadCreate,
+    ThreadHistoryRequest,
     ThreadId,
-    UpdateState,
+    ThreadPatch,
+    ThreadSearchRequest,
+    ThreadStateUpdate,
 )
 from app.api.protocols.langgraph.state import thread_history, thread_state, update_state
 from app.api.protocols.langgraph.status import last_values, paused, thread_status
 from app.domain import Run, Thread
-from app.errors import RunNotFound, ThreadBusy
+from app.errors import RunFinished, RunNotFound, ThreadBusy
 from app.queue.graph_checkpoints import GraphCheckpoints
 
 router = APIRouter()
@@ -57,7 +59,7 @@ async def thread_json(runtime: Runtime, thread: Thread) -> dict[str, Any]:
 
 
 @router.post("/threads")
-async def create_thread(caller: Tenant, runtime: RuntimeDep, body: CreateThread) -> dict[str, Any]:
+async def create_thread(caller: Tenant, runtime: RuntimeDep, body: ThreadCreate) -> dict[str, Any]:
     """A thread, with the id the client chose if any: 409 when it is taken, unless
     ``if_exists: do_nothing`` (then the tenant's thread of that id)."""
     queue = runtime.queue
@@ -77,7 +79,7 @@ async def create_thread(caller: Tenant, runtime: RuntimeDep, body: CreateThread)
 
 
 async def _search(
-    runtime: Runtime, caller: Caller, body: CountThreads, *, limit: int, offset: int
+    runtime: Runtime, caller: Caller, body: ThreadCountRequest, *, limit: int, offset: int
 ) -> list[dict[str, Any]]:
     """Threads whose metadata matches (in SQL), then status and values (on their last run)."""
     found = await runtime.queue.search_threads(
@@ -94,7 +96,7 @@ async def _search(
 
 @router.post("/threads/search")
 async def search_threads(
-    caller: Tenant, runtime: RuntimeDep, body: SearchThreads
+    caller: Tenant, runtime: RuntimeDep, body: ThreadSearchRequest
 ) -> list[dict[str, Any]]:
     filtered = body.status is not None or body.values is not None
     if not filtered:
@@ -104,7 +106,7 @@ async def search_threads(
 
 
 @router.post("/threads/count")
-async def count_threads(caller: Tenant, runtime: RuntimeDep, body: CountThreads) -> int:
+async def count_threads(caller: Tenant, runtime: RuntimeDep, body: ThreadCountRequest) -> int:
     return len(await _search(runtime, caller, body, limit=10_000, offset=0))
 
 
@@ -115,7 +117,7 @@ async def get_thread(caller: Reader, runtime: RuntimeDep, thread_id: ThreadId) -
 
 @router.patch("/threads/{thread_id}")
 async def patch_thread(
-    caller: Runner, runtime: RuntimeDep, thread_id: ThreadId, body: PatchThread
+    caller: Runner, runtime: RuntimeDep, thread_id: ThreadId, body: ThreadPatch
 ) -> dict[str, Any]:
     thread = await runtime.queue.merge_thread_metadata(
         caller.thread_id(), tenant_id=caller.tenant_id, metadata=body.metadata
@@ -127,11 +129,34 @@ async def patch_thread(
     "/threads/{thread_id}", status_code=status.HTTP_204_NO_CONTENT, response_class=Response
 )
 async def delete_thread(caller: Tenant, runtime: RuntimeDep, thread_id: ThreadId) -> Response:
-    """The thread, its runs and its graph's checkpoints."""
+    """The thread, its runs and its graph's checkpoints; a busy thread's runs are cancelled
+    first, as the reference does (runq's own ``DELETE /threads/{id}`` answers 409 instead)."""
     thread = await caller.thread()
-    await runtime.queue.delete_thread(thread.id, tenant_id=caller.tenant_id)
+    try:
+        await runtime.queue.delete_thread(thread.id, tenant_id=caller.tenant_id)
+    except ThreadBusy:
+        await _stop_runs(runtime, thread)
+        await runtime.queue.delete_thread(
+            thread.id, tenant_id=caller.tenant_id
+        )  # 409 if one came since
     await GraphCheckpoints(runtime.engine).delete_threads([str(thread.id)])
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+async def _stop_runs(runtime: Runtime, thread: Thread) -> None:
+    """Cancel the thread's runs in flight and wait for each to end (a leased one ends in its
+    worker, which writes its last events first)."""
+    found = await runtime.queue.list_thread_runs(thread.id, tenant_id=thread.tenant_id, limit=1000)
+    for _, run in found:
+        if run.is_terminal:
+            continue
+        try:
+            stopping = await runtime.queue.request_cancel(
+                run.id, tenant_id=thread.tenant_id, reason="interrupted"
+            )
+        except RunFinished:
+            continue
+        await finished(runtime, stopping)
 
 
 @router.post("/threads/{thread_id}/copy")
@@ -156,12 +181,13 @@ async def get_state(
 async def get_state_at(
     caller: Reader, runtime: RuntimeDep, thread_id: ThreadId, checkpoint_id: CheckpointId
 ) -> dict[str, Any]:
-    return await thread_state(runtime, await caller.thread(), {"checkpoint_id": checkpoint_id})
+    checkpoint = {"checkpoint_id": str(parse_id(checkpoint_id, "checkpoint"))}
+    return await thread_state(runtime, await caller.thread(), checkpoint)
 
 
 @router.post("/threads/{thread_id}/state")
 async def post_state(
-    caller: Runner, runtime: RuntimeDep, thread_id: ThreadId, body: UpdateState
+    caller: Runner, runtime: RuntimeDep, thread_id: ThreadId, body: ThreadStateUpdate
 ) -> dict[str, Any]:
     """``update_state``; 409 while a run of the thread is in flight (it would race the run's
     fenced writes)."""
@@ -191,7 +217,7 @@ async def get_history(
 
 @router.post("/threads/{thread_id}/history")
 async def post_history(
-    caller: Reader, runtime: RuntimeDep, thread_id: ThreadId, body: History
+    caller: Reader, runtime: RuntimeDep, thread_id: ThreadId, body: ThreadHistoryRequest
 ) -> list[dict[str, Any]]:
     return await thread_history(
         runtime,
