@@ -92,6 +92,7 @@ async def test_a_slot_fires_one_run_of_the_graph_in_the_thread(lg: LangGraphClie
         ({"schedule": "0 9 * * *", "timezone": "Mars/Olympus"}, "unknown_timezone"),
         ({"schedule": "0 9 * * *", "end_time": "2030-01-01T00:00:00Z"}, "cron_end_time_unsupported"),
         ({"schedule": "0 9 * * *", "on_run_completed": "keep"}, "cron_keep_unsupported"),
+        ({"schedule": "0 9 * * *", "multitask_strategy": "reject"}, "cron_strategy_unsupported"),
         ({"schedule": "0 9 * * *", "webhook": "http://10.0.0.1/hook"}, "webhook_url_forbidden"),
     ],
 )

@@ -6,7 +6,8 @@ body, so a cron's runs are the runs the same request to ``/runs`` would make.
 
 What runq's schedules do not have is refused, never dropped: ``end_time`` (422
 ``cron_end_time_unsupported``) and ``on_run_completed: keep`` (a stateless runq run has no
-thread to keep: 422 ``cron_keep_unsupported``)."""
+thread to keep: 422 ``cron_keep_unsupported``) and a ``multitask_strategy`` other than ``enqueue``
+(a slot's run waits its turn in the thread: 422 ``cron_strategy_unsupported``)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from app.api.protocols.langgraph.schemas import (
     WebhookUrl,
     runq_webhook,
 )
-from app.api.schemas import StoredObject, StoredText, StoredValue
+from app.api.schemas import Integral, StoredObject, StoredText, StoredValue
 from app.api.webhooks import UrlGuardDep, checked_webhook
 from app.cron import ScheduleInvalid, Timing
 from app.domain import Schedule
@@ -80,8 +81,8 @@ class CronCountRequest(Body):
 
 class CronSearch(CronCountRequest):
     enabled: bool | None = None
-    limit: int = Field(default=10, ge=1, le=1000)
-    offset: int = Field(default=0, ge=0, le=1_000_000)
+    limit: Annotated[int, Field(ge=1, le=1000), Integral] = 10
+    offset: Annotated[int, Field(ge=0, le=1_000_000), Integral] = 0
     sort_by: Literal["created_at", "updated_at", "next_run_date"] = "created_at"
     sort_order: Literal["asc", "desc"] = "desc"
     select: list[StoredText] | None = None
@@ -115,7 +116,9 @@ def _timing(schedule: str, timezone: str | None) -> Timing:
         raise ApiProblem(422, exc.code, exc.detail) from exc
 
 
-def _refuse_unsupported(end_time: datetime | None, on_run_completed: str | None) -> None:
+def _refuse_unsupported(end_time: datetime | None, on_run_completed: str | None, strategy: str = "enqueue") -> None:
+    if strategy != "enqueue":
+        raise ApiProblem(422, "cron_strategy_unsupported", "a cron's runs join their thread's queue (enqueue)")
     if end_time is not None:
         raise ApiProblem(422, "cron_end_time_unsupported", "runq's schedules have no end time: delete the cron instead")
     if on_run_completed == "keep":
@@ -124,7 +127,7 @@ def _refuse_unsupported(end_time: datetime | None, on_run_completed: str | None)
 
 async def _create(principal: Tenant, runtime: Runtime, guard: UrlGuardDep, body: CronCreate,
                   thread_id: uuid.UUID | None) -> dict[str, Any]:  # fmt: skip
-    _refuse_unsupported(body.end_time, body.on_run_completed)
+    _refuse_unsupported(body.end_time, body.on_run_completed, body.multitask_strategy)
     timing = _timing(body.schedule, body.timezone)
     found = assistant(runtime, body.assistant_id)
     run_input = body.model_copy(update={"assistant_id": str(found.assistant_id)}).run_input()
