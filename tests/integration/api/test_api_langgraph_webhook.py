@@ -11,7 +11,9 @@ from fastapi import FastAPI
 from app.api.webhooks import UrlGuard
 from app.settings import Settings
 from tests.api_support import SECRET
-from tests.integration.api.test_api_webhooks import app as app  # the fixtures, on this module's settings
+from tests.integration.api.test_api_webhooks import (
+    app as app,  # the fixtures, on this module's settings
+)
 from tests.integration.api.test_api_webhooks import guard as guard
 from tests.integration.api.test_api_webhooks import sending, settled
 from tests.langgraph_server.conftest import CONFIG
