@@ -12,6 +12,7 @@ other: one its tenant's limits refuse now stays due until their ``Retry-After``.
 
 from __future__ import annotations
 
+import enum
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -87,13 +88,21 @@ def _slots(rows: Sequence[Row[Any]], faults: dict[uuid.UUID, str]) -> dict[uuid.
     for row in rows:
         try:
             schedule = schedule_from_row(row)
-            slot, next_at = timing_of(schedule).latest_due(row.db_now, next_run_at=schedule.next_run_at)
+            # after downtime past its end, the last slot before the end (the due query saw one)
+            until = row.db_now if schedule.ends_at is None else min(row.db_now, schedule.ends_at)
+            slot, next_at = timing_of(schedule).latest_due(until, next_run_at=schedule.next_run_at)
         except Exception as exc:  # e.g. a zone this worker's tzdata lacks
             report_failed_row(STEP, row.id, exc)
             faults[row.id] = str(exc) or type(exc).__name__
             continue
         slots[schedule.id] = Slot(slot_key(schedule.id, slot), next_at)
     return slots
+
+
+class Keep(enum.Enum):
+    """An argument left as it is (where ``None`` is a value)."""
+
+    KEEP = "keep"
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +139,7 @@ class Schedules(Store):
         max_attempts: int,
         thread_id: uuid.UUID | None = None,
         webhook: Mapping[str, Any] | None = None,
+        ends_at: datetime | None = None,
     ) -> Schedule:
         """Store a schedule, first due at its first slot after the database's now;
         :class:`LimitExceeded` when the tenant is at its ``max_schedules``, and nothing is stored."""
@@ -149,6 +159,7 @@ class Schedules(Store):
                 "thread_id": thread_id,
                 "webhook": dumps(webhook) if webhook is not None else None,
                 "next_run_at": timing.first_after(now),
+                "ends_at": ends_at,
                 "max_schedules": self.limits.max_schedules,
             }
             row = (await conn.execute(CREATE_SCHEDULE, params)).one()
@@ -188,9 +199,11 @@ class Schedules(Store):
         timing: Timing | None = None,
         input: Mapping[str, Any] | None = None,
         webhook: Mapping[str, Any] | None = None,
+        ends_at: datetime | Keep | None = Keep.KEEP,
     ) -> Schedule:
-        """Change what is given (``None``: unchanged). A new timing starts from its first slot
-        after now, as a resume does; :class:`ScheduleNotFound` for another tenant's."""
+        """Change what is given (``None``: unchanged; ``ends_at``: unless :data:`Keep.KEEP`, so
+        ``None`` removes the end). A new timing starts from its first slot after now, as a resume
+        does; :class:`ScheduleNotFound` for another tenant's."""
         async with self._tx() as conn:
             row = (await conn.execute(LOCK_SCHEDULE, {"id": schedule_id, "tenant_id": tenant_id})).first()
             if row is None:
@@ -208,6 +221,7 @@ class Schedules(Store):
                 "cron": new_timing.cron,
                 "every_s": new_timing.every_s,
                 "timezone": new_timing.timezone,
+                "ends_at": schedule.ends_at if ends_at is Keep.KEEP else ends_at,
                 "input": dumps(schedule.input if input is None else input),
                 "webhook": None if webhook is None else dumps(webhook),
                 "paused": schedule.paused if paused is None else paused,

@@ -89,13 +89,13 @@ BUSINESS_RULES = {
     ("positive_data_acceptance", "POST /langgraph/threads/{thread_id}/state", "no_graph"),
     # LangGraph's crons are schedules (docs/langgraph-server.md): five cron fields cronsim accepts,
     # a time zone zoneinfo knows, the webhook rules; what schedules lack is refused with its own
-    # code (end_time, on_run_completed "keep", a strategy but enqueue); a search's assistant is matched in jsonb (no NUL,
+    # code (on_run_completed "keep", a strategy but enqueue); a search's assistant is matched in jsonb (no NUL,
     # no lone surrogate).
     *{
         ("positive_data_acceptance", operation, code)
         for operation in ("POST /langgraph/runs/crons", "POST /langgraph/threads/{thread_id}/runs/crons",
                           "PATCH /langgraph/runs/crons/{cron_id}")
-        for code in ("invalid_cron", "unknown_timezone", "cron_end_time_unsupported", "cron_keep_unsupported",
+        for code in ("invalid_cron", "unknown_timezone", "cron_keep_unsupported",
                      "cron_strategy_unsupported",
                      "webhook_url_invalid", "webhook_url_unresolvable", "webhook_url_forbidden", "validation_error")
     },

@@ -13,10 +13,10 @@ WITH gate AS MATERIALIZED (
     SELECT runq_admit_schedule(:tenant_id, :max_schedules) AS at_cap
 ), ins AS (
     INSERT INTO schedules (tenant_id, cron, every_s, timezone, agent, input_json, budget_json,
-                           priority, max_attempts, thread_id, webhook, next_run_at)
+                           priority, max_attempts, thread_id, webhook, next_run_at, ends_at)
     SELECT :tenant_id, :cron, :every_s, :timezone, :agent, CAST(:input AS jsonb),
            CAST(:budget AS jsonb), :priority, :max_attempts, :thread_id, CAST(:webhook AS jsonb),
-           :next_run_at
+           :next_run_at, :ends_at
       FROM gate
      WHERE gate.at_cap IS NULL
     RETURNING *
@@ -41,11 +41,12 @@ SELECT * FROM schedules
    ${part:page_after_cursor};
 
 -- name: update_schedule
--- A locked schedule's new timing, run input, webhook and pause, due at :next_run_at (set by the
--- caller: the first slot after now when the timing changed or a pause ended, else unchanged).
+-- A locked schedule's new timing, end, run input, webhook and pause, due at :next_run_at (set by
+-- the caller: the first slot after now when the timing changed or a pause ended, else unchanged).
 UPDATE schedules
-   SET cron = :cron, every_s = :every_s, timezone = :timezone, input_json = CAST(:input AS jsonb),
-       webhook = CAST(:webhook AS jsonb), paused = :paused, next_run_at = :next_run_at, updated_at = now()
+   SET cron = :cron, every_s = :every_s, timezone = :timezone, ends_at = :ends_at,
+       input_json = CAST(:input AS jsonb), webhook = CAST(:webhook AS jsonb), paused = :paused,
+       next_run_at = :next_run_at, updated_at = now()
  WHERE id = :id
 RETURNING *;
 
@@ -90,6 +91,7 @@ RETURNING id;
 -- first, so a tenant's schedules take its create tokens in turn.
 SELECT *, now() AS db_now FROM schedules
  WHERE NOT paused AND greatest(next_run_at, not_before) <= now()
+   AND (ends_at IS NULL OR next_run_at <= ends_at)  -- an ended schedule fires no more
  ORDER BY next_run_at
  LIMIT :batch
    FOR UPDATE SKIP LOCKED;
@@ -98,7 +100,7 @@ SELECT *, now() AS db_now FROM schedules
 -- Seconds until the reaper should look at the earliest active schedule (negative when due),
 -- for its sleep: a held schedule counts from when it is let go, so it does not spin the reaper.
 SELECT extract(epoch FROM min(greatest(next_run_at, not_before)) - now())::float8
-  FROM schedules WHERE NOT paused;
+  FROM schedules WHERE NOT paused AND (ends_at IS NULL OR next_run_at <= ends_at);
 
 -- name: park_schedules
 -- Schedules the pass could not fire: the reason shown (error, error_at) and the schedule left

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -85,12 +86,27 @@ async def test_a_slot_fires_one_run_of_the_graph_in_the_thread(lg: LangGraphClie
     assert [r["run_id"] for r in runs] == [str(run.id)]
 
 
+async def test_no_slot_after_the_end_time_fires(lg: LangGraphClient, engine: AsyncEngine, queue: Queue) -> None:
+    ends = "2099-01-01T00:00:00+00:00"
+    ending = await lg.crons.create("counter", schedule="* * * * *", end_time=datetime.fromisoformat(ends))
+    assert ending["end_time"] == ends
+    ended = await lg.crons.create("counter", schedule="* * * * *")
+    async with engine.begin() as conn:  # both slots have come; the second cron ended before its slot
+        await conn.execute(text("UPDATE schedules SET next_run_at = now() - interval '1 second'"))
+        await conn.execute(text("UPDATE schedules SET ends_at = now() - interval '2 seconds' WHERE id = :id"),
+                           {"id": uuid.UUID(ended["cron_id"])})  # fmt: skip
+    assert [str(s) for s, _ in (await queue.fire_due_schedules()).runs] == [ending["cron_id"]]
+    assert (await queue.next_schedule_due_in() or 0) > 0  # the ended one wakes no reaper
+    reopened = await lg.crons.update(ended["cron_id"], end_time=None)  # no end any more: it fires
+    assert reopened["end_time"] is None
+    assert [str(s) for s, _ in (await queue.fire_due_schedules()).runs] == [ended["cron_id"]]
+
+
 @pytest.mark.parametrize(
     ("body", "code"),
     [
         ({"schedule": "not a cron"}, "invalid_cron"),
         ({"schedule": "0 9 * * *", "timezone": "Mars/Olympus"}, "unknown_timezone"),
-        ({"schedule": "0 9 * * *", "end_time": "2030-01-01T00:00:00Z"}, "cron_end_time_unsupported"),
         ({"schedule": "0 9 * * *", "on_run_completed": "keep"}, "cron_keep_unsupported"),
         ({"schedule": "0 9 * * *", "multitask_strategy": "reject"}, "cron_strategy_unsupported"),
         ({"schedule": "0 9 * * *", "webhook": "http://10.0.0.1/hook"}, "webhook_url_forbidden"),

@@ -4,9 +4,9 @@ graph, exactly once cluster-wide (the slot is the run's idempotency key); search
 delete. The cron's run fields are the schedule's run input, as a ``/langgraph`` run stores its
 body, so a cron's runs are the runs the same request to ``/runs`` would make.
 
-What runq's schedules do not have is refused, never dropped: ``end_time`` (422
-``cron_end_time_unsupported``) and ``on_run_completed: keep`` (a stateless runq run has no
-thread to keep: 422 ``cron_keep_unsupported``) and a ``multitask_strategy`` other than ``enqueue``
+``end_time`` is the schedule's end: no slot after it fires. What runq's schedules do not have is
+refused, never dropped: ``on_run_completed: keep`` (a stateless runq run has no thread to keep:
+422 ``cron_keep_unsupported``) and a ``multitask_strategy`` other than ``enqueue``
 (a slot's run waits its turn in the thread: 422 ``cron_strategy_unsupported``)."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from app.api.schemas import Integral, StoredObject, StoredText, StoredValue
 from app.api.webhooks import UrlGuardDep, checked_webhook
 from app.cron import ScheduleInvalid, Timing
 from app.domain import Schedule
-from app.queue.schedules import ScheduleFilter
+from app.queue.schedules import Keep, ScheduleFilter
 
 router = APIRouter()
 
@@ -96,7 +96,7 @@ def cron_json(schedule: Schedule) -> dict[str, Any]:
         "assistant_id": payload.get("assistant_id"),
         "thread_id": None if schedule.thread_id is None else str(schedule.thread_id),
         "on_run_completed": "delete" if schedule.thread_id is None else None,
-        "end_time": None,
+        "end_time": None if schedule.ends_at is None else schedule.ends_at.isoformat(),
         "schedule": schedule.cron,
         "timezone": schedule.timezone,
         "created_at": schedule.created_at.isoformat(),
@@ -116,18 +116,16 @@ def _timing(schedule: str, timezone: str | None) -> Timing:
         raise ApiProblem(422, exc.code, exc.detail) from exc
 
 
-def _refuse_unsupported(end_time: datetime | None, on_run_completed: str | None, strategy: str = "enqueue") -> None:
+def _refuse_unsupported(on_run_completed: str | None, strategy: str = "enqueue") -> None:
     if strategy != "enqueue":
         raise ApiProblem(422, "cron_strategy_unsupported", "a cron's runs join their thread's queue (enqueue)")
-    if end_time is not None:
-        raise ApiProblem(422, "cron_end_time_unsupported", "runq's schedules have no end time: delete the cron instead")
     if on_run_completed == "keep":
         raise ApiProblem(422, "cron_keep_unsupported", "a stateless runq run has no thread to keep")
 
 
 async def _create(principal: Tenant, runtime: Runtime, guard: UrlGuardDep, body: CronCreate,
                   thread_id: uuid.UUID | None) -> dict[str, Any]:  # fmt: skip
-    _refuse_unsupported(body.end_time, body.on_run_completed, body.multitask_strategy)
+    _refuse_unsupported(body.on_run_completed, body.multitask_strategy)
     timing = _timing(body.schedule, body.timezone)
     found = assistant(runtime, body.assistant_id)
     run_input = body.model_copy(update={"assistant_id": str(found.assistant_id)}).run_input()
@@ -147,6 +145,7 @@ async def _create(principal: Tenant, runtime: Runtime, guard: UrlGuardDep, body:
         max_attempts=runtime.settings.max_attempts,
         thread_id=thread_id,
         webhook=await checked_webhook(runq_webhook(body.webhook), guard),
+        ends_at=body.end_time,
     )
     if not body.enabled:
         schedule = await queue.set_schedule_paused(schedule.id, tenant_id=principal.tenant_id, paused=True)
@@ -205,9 +204,9 @@ async def count_crons(principal: Tenant, runtime: RuntimeDep, body: CronCountReq
 async def update_cron(
     principal: Tenant, runtime: RuntimeDep, guard: UrlGuardDep, cron_id: CronId, body: CronPatch
 ) -> dict[str, Any]:
-    """Change the timing (from its first slot after now), the run fields, the webhook, or
-    ``enabled`` (a cron enabled again starts from its first slot after now)."""
-    _refuse_unsupported(body.end_time, body.on_run_completed)
+    """Change the timing (from its first slot after now), the end (null: none), the run fields,
+    the webhook, or ``enabled`` (a cron enabled again starts from its first slot after now)."""
+    _refuse_unsupported(body.on_run_completed)
     schedule_id = parse_id(cron_id, "schedule")
     current = await runtime.queue.get_schedule(schedule_id, tenant_id=principal.tenant_id)
     changed = body.model_dump(
@@ -228,6 +227,7 @@ async def update_cron(
         timing=timing,
         input=run_input if changed else None,
         webhook=webhook,
+        ends_at=body.end_time if "end_time" in body.model_fields_set else Keep.KEEP,  # null: no end
     )
     return cron_json(schedule)
 

@@ -1,7 +1,9 @@
-"""LangGraph's store (§17, app/agents/langgraph/store.py): a tenant's items by namespace and key.
+"""LangGraph's store and crons' ends (§17).
 
-``namespace`` is a text array, so a namespace prefix is a slice of the primary key; TTLs as
-``ttl_minutes`` (to refresh on read) and ``expires_at`` (what reads and the reaper go by).
+- ``langgraph_store_items`` (app/agents/langgraph/store.py): a tenant's items by namespace and
+  key. ``namespace`` is a text array, so a namespace prefix is a slice of the primary key; TTLs as
+  ``ttl_minutes`` (to refresh on read) and ``expires_at`` (what reads and the reaper go by).
+- ``schedules.ends_at``: no slot after it fires (a LangGraph cron's ``end_time``); null: none.
 
 Revision ID: 0027
 Revises: 0025
@@ -39,7 +41,9 @@ def upgrade() -> None:
         ["expires_at"],
         postgresql_where=sa.text("expires_at IS NOT NULL"),
     )
+    op.add_column("schedules", sa.Column("ends_at", sa.DateTime(timezone=True), nullable=True))
 
 
 def downgrade() -> None:
+    op.drop_column("schedules", "ends_at")
     op.drop_table("langgraph_store_items")
