@@ -249,6 +249,16 @@ class Threads(Runs):
                 raise ThreadBusy(str(thread_id))
             await conn.execute(DELETE_THREAD, {"thread_id": thread_id})
 
+    async def stop_thread_runs(
+        self, thread_id: uuid.UUID, run_ids: list[uuid.UUID], *, tenant_id: str, strategy: Strategy
+    ) -> list[Run]:
+        """Stop these runs of the thread the way ``strategy`` stops the runs in flight
+        (``rollback`` also takes back their messages and graph state); the runs it cancelled
+        or asked to stop (a terminal one is left as it is)."""
+        async with self._tx() as conn:
+            await self._locked_thread(conn, thread_id, tenant_id)
+            return await self._stop_inflight(conn, thread_id, run_ids, strategy)
+
     async def _stop_inflight(
         self, conn: AsyncConnection, thread_id: uuid.UUID, run_ids: list[uuid.UUID], strategy: Strategy
     ) -> list[Run]:

@@ -61,6 +61,7 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     # (tests/langgraph_server runs real graphs); B's thread-less runs are refused for that.
     ("POST", "/langgraph/threads/{thread_id}/state"): {"values": {"who": "bob"}},
     ("POST", "/langgraph/runs/batch"): [],
+    ("POST", "/langgraph/runs/cancel"): {"status": "all"},  # B's graph runs: none
     **{
         ("POST", path): {"assistant_id": "no-graph", "input": {"prompt": "bob's own"}}
         for path in ("/langgraph/runs", "/langgraph/runs/stream", "/langgraph/runs/wait", "/langgraph/threads/{thread_id}/runs",

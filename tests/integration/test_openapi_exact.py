@@ -87,16 +87,17 @@ BUSINESS_RULES = {
     # LangGraph's API (docs/langgraph-server.md): update_state needs the thread's graph, which a
     # thread has once a run of it named one (this server serves no graph), as the reference says.
     ("positive_data_acceptance", "POST /langgraph/threads/{thread_id}/state", "no_graph"),
+    # A bulk cancel names its runs or a status: an empty body names nothing.
+    ("positive_data_acceptance", "POST /langgraph/runs/cancel", "validation_error"),
     # LangGraph's crons are schedules (docs/langgraph-server.md): five cron fields cronsim accepts,
     # a time zone zoneinfo knows, the webhook rules; what schedules lack is refused with its own
-    # code (on_run_completed "keep", a strategy but enqueue); a search's assistant is matched in jsonb (no NUL,
-    # no lone surrogate).
+    # code (on_run_completed "keep", a strategy but enqueue); a search's assistant is matched in
+    # jsonb (no NUL, no lone surrogate).
     *{
         ("positive_data_acceptance", operation, code)
         for operation in ("POST /langgraph/runs/crons", "POST /langgraph/threads/{thread_id}/runs/crons",
                           "PATCH /langgraph/runs/crons/{cron_id}")
-        for code in ("invalid_cron", "unknown_timezone", "cron_keep_unsupported",
-                     "cron_strategy_unsupported",
+        for code in ("invalid_cron", "unknown_timezone", "cron_keep_unsupported", "cron_strategy_unsupported",
                      "webhook_url_invalid", "webhook_url_unresolvable", "webhook_url_forbidden", "validation_error")
     },
     ("positive_data_acceptance", "POST /langgraph/runs/crons/search", "validation_error"),

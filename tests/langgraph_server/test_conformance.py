@@ -363,3 +363,29 @@ async def test_deleting_a_busy_thread_cancels_its_run(lg: LangGraphClient, tmp_p
     await lg.threads.delete(thread["thread_id"])
     with pytest.raises(NotFoundError):
         await lg.threads.get(thread["thread_id"])
+
+
+async def test_a_rolled_back_run_is_gone_with_its_writes(
+    lg: LangGraphClient, tmp_path: Path
+) -> None:
+    thread = await lg.threads.create()
+    opened = tmp_path / "open"
+    opened.touch()
+    await lg.runs.wait(thread["thread_id"], "gated", input={"gate": str(opened), "passed": False})
+    before = await lg.threads.get_state(thread["thread_id"])
+    run = await _gated_run(lg, thread["thread_id"], tmp_path / "never")
+    await lg.runs.cancel(thread["thread_id"], run["run_id"], wait=True, action="rollback")
+    with pytest.raises(NotFoundError):
+        await lg.runs.get(thread["thread_id"], run["run_id"])
+    assert run["run_id"] not in [r["run_id"] for r in await lg.runs.list(thread["thread_id"])]
+    after = await lg.threads.get_state(thread["thread_id"])
+    assert after["values"] == before["values"] == {"gate": str(opened), "passed": True}
+
+
+async def test_cancel_many_by_run_ids(lg: LangGraphClient, tmp_path: Path) -> None:
+    thread = await lg.threads.create()
+    run = await _gated_run(lg, thread["thread_id"], tmp_path / "never")
+    await lg.runs.cancel_many(thread_id=thread["thread_id"], run_ids=[run["run_id"]])
+    got = await lg.runs.join(thread["thread_id"], run["run_id"])
+    assert got is not None
+    assert (await lg.runs.get(thread["thread_id"], run["run_id"]))["status"] == "interrupted"

@@ -4,8 +4,10 @@ LangGraph shows it, waiting for its end, and streaming its frames from runq's ev
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
-from typing import Any
+from collections import defaultdict
+from collections.abc import AsyncIterator, Sequence
+from contextlib import suppress
+from typing import Any, Literal
 
 from fastapi import Request
 from sse_starlette import EventSourceResponse
@@ -20,8 +22,8 @@ from app.api.runs import SSE_MEDIA_TYPE, new_run
 from app.api.schemas import CreateRun as RunqRun  # runq's own
 from app.api.stream import SEND_TIMEOUT_S, follow_pages
 from app.api.webhooks import UrlGuard
-from app.domain import Run
-from app.errors import RunNotFound
+from app.domain import Run, Strategy
+from app.errors import RunFinished, RunNotFound
 from app.metrics import RUNS_CREATED, count_ending
 from app.tracing import run_traceparent
 
@@ -73,6 +75,34 @@ async def create_run(
     if created:
         RUNS_CREATED.labels(agent=run.agent).inc()
     return run
+
+
+async def stop_runs(
+    runtime: Runtime, tenant_id: str, runs: Sequence[Run], action: Literal["interrupt", "rollback"]
+) -> list[Run]:
+    """Cancel runs as LangGraph's cancel does: a thread's runs as its multitask strategies stop
+    runs in flight (``rollback`` takes back their messages and graph state), a run of no thread
+    as runq's Stop. The runs cancelled or asked to stop."""
+    strategy = Strategy.ROLLBACK if action == "rollback" else Strategy.INTERRUPT
+    stopped: list[Run] = []
+    in_threads: defaultdict[uuid.UUID, list[uuid.UUID]] = defaultdict(list)
+    for run in runs:
+        if run.thread_id is not None:
+            in_threads[run.thread_id].append(run.id)
+            continue
+        with suppress(RunFinished):
+            stopped.append(
+                await runtime.queue.request_cancel(
+                    run.id, tenant_id=tenant_id, reason="interrupted"
+                )
+            )
+    for thread_id, run_ids in in_threads.items():
+        stopped += await runtime.queue.stop_thread_runs(
+            thread_id, run_ids, tenant_id=tenant_id, strategy=strategy
+        )
+    for run in stopped:
+        count_ending(run)  # cancelled now if it was pending; a leased run is ended by its worker
+    return stopped
 
 
 def run_json(run: Run) -> dict[str, Any]:

@@ -11,7 +11,9 @@ from fastapi.responses import JSONResponse
 
 from app.api.deps import RuntimeDep
 from app.api.params import parse_id
+from app.api.problems import ApiProblem
 from app.api.protocols.langgraph.auth import Canceller, Reader, Runner, Tenant
+from app.api.protocols.langgraph.graphs import assistants
 from app.api.protocols.langgraph.run_ops import (
     SSE_ANSWER,
     create_run,
@@ -19,17 +21,28 @@ from app.api.protocols.langgraph.run_ops import (
     finished,
     run_json,
     run_path,
+    stop_runs,
     stream_response,
     visible_run,
 )
-from app.api.protocols.langgraph.schemas import RUN_ID, RunCreate, RunId, ThreadId
+from app.api.protocols.langgraph.schemas import (
+    RUN_ID,
+    CancelAction,
+    RunCreate,
+    RunId,
+    RunsCancel,
+    ThreadId,
+)
 from app.api.protocols.langgraph.status import rolled_back, run_status
 from app.api.runs import event_cursor
 from app.api.webhooks import UrlGuardDep
-from app.errors import RunFinished, RunNotFound
+from app.domain import Status
+from app.errors import RunNotFound
 
 router = APIRouter()
 
+# The runq status of each status ``POST /runs/cancel`` names.
+CANCELLABLE = {"pending": Status.PENDING, "running": Status.LEASED}
 LastEventId = Annotated[str | None, Header(max_length=20)]
 
 
@@ -168,18 +181,46 @@ async def cancel_run(
     thread_id: ThreadId,
     run_id: RunId,
     wait: bool = False,
-    action: Literal["interrupt", "rollback"] = "interrupt",
+    action: CancelAction = "interrupt",
 ) -> Response:
-    """Stop the run (``rollback`` also removes its thread messages, as that strategy does);
-    404 for a run that already finished, as the reference answers."""
+    """Stop the run (``rollback`` also takes back its messages and graph state, and the run is
+    gone from these routes); 404 for a run that already finished, as the reference answers."""
     run = await visible_run(caller, caller.thread_id(), parse_id(run_id, "run"))
-    reason = "rolled_back" if action == "rollback" else "interrupted"
-    try:
-        stopping = await runtime.queue.request_cancel(
-            run.id, tenant_id=caller.tenant_id, reason=reason
-        )
-    except RunFinished:
-        raise RunNotFound(str(run.id)) from None
-    if wait:
-        await finished(runtime, stopping)
+    if run.is_terminal:
+        raise RunNotFound(str(run.id))
+    for stopping in await stop_runs(runtime, caller.tenant_id, [run], action):
+        if wait:
+            await finished(runtime, stopping)
     return Response(status_code=status.HTTP_202_ACCEPTED)
+
+
+@router.post(
+    "/runs/cancel",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    responses={204: {"description": "The runs are cancelled or asked to stop"}},
+)
+async def cancel_runs(
+    caller: Tenant, runtime: RuntimeDep, body: RunsCancel, action: CancelAction = "interrupt"
+) -> Response:
+    """Stop many runs: the ones named (of the thread, if one is named), or the tenant's graph
+    runs in a status (``pending``, ``running`` or ``all``)."""
+    if body.run_ids:
+        runs = [await caller.found_run(run_id) for run_id in body.run_ids]
+        if body.thread_id is not None and any(r.thread_id != body.thread_id for r in runs):
+            raise RunNotFound(str(body.thread_id))
+    elif body.status is None:
+        raise ApiProblem(422, "validation_error", "name the runs (run_ids) or a status")
+    else:
+        graphs = {a.graph_id for a in assistants(runtime)}
+        wanted = list(CANCELLABLE.values()) if body.status == "all" else [CANCELLABLE[body.status]]
+        runs = [
+            run
+            for status_ in wanted
+            for run in await runtime.queue.list_runs(
+                tenant_id=caller.tenant_id, status=status_, limit=1000
+            )
+            if run.agent in graphs and (body.thread_id is None or run.thread_id == body.thread_id)
+        ]
+    await stop_runs(runtime, caller.tenant_id, [r for r in runs if not r.is_terminal], action)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

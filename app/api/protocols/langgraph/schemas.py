@@ -143,3 +143,16 @@ class RunCreate(Body):
             multitask_strategy=self.multitask_strategy,
             durability=self.durability,
         ).model_dump(mode="json", exclude_none=True)
+
+
+CancelAction = Literal["interrupt", "rollback"]
+
+
+class RunsCancel(Body):
+    """``POST /runs/cancel``: runs by id (of a thread), or by status."""
+
+    thread_id: Annotated[uuid.UUID, Field(strict=False)] | None = None
+    run_ids: list[Annotated[uuid.UUID, Field(strict=False)]] | None = Field(
+        default=None, max_length=1000
+    )
+    status: Literal["pending", "running", "all"] | None = None
