@@ -1,8 +1,10 @@
 """LangGraph's store in runq's database: the statements of ``sql/langgraph_store.sql``, typed.
 
 Every call names its tenant: a graph's store and the ``/langgraph/store`` routes see only their
-tenant's items. Like :mod:`app.queue.graph_checkpoints` it imports nothing of LangGraph, so the
-routes and the reaper work without the extra installed.
+tenant's items. A graph's writes carry its run's :class:`~app.queue.graph_checkpoints.Fence`: a
+worker that lost its lease writes no item, as it writes no checkpoint. Like
+:mod:`app.queue.graph_checkpoints` it imports nothing of LangGraph, so the routes and the reaper
+work without the extra installed.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ from datetime import datetime
 from typing import Any, Literal
 
 from app.queue.codec import dumps
+from app.queue.graph_checkpoints import Fence, FencedWrites
 from app.queue.statements import statement
-from app.queue.store import Store
 
 GET_ITEM = statement("langgraph_store_get")
 PUT_ITEM = statement("langgraph_store_put")
@@ -57,7 +59,7 @@ def conditions(filter: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     return found
 
 
-class GraphStore(Store):
+class GraphStore(FencedWrites):
     """Each method is one statement on one connection of the engine's bounded pool."""
 
     async def get_store_item(
@@ -76,8 +78,10 @@ class GraphStore(Store):
         key: str,
         value: Mapping[str, Any],
         ttl_minutes: float | None,
+        fence: Fence | None = None,
     ) -> None:
-        """Store or replace the item; ``ttl_minutes`` ``None`` keeps it until deleted."""
+        """Store or replace the item; ``ttl_minutes`` ``None`` keeps it until deleted.
+        :class:`LeaseLost` and nothing written when the fence no longer holds."""
         params = {
             "tenant_id": tenant_id,
             "namespace": list(namespace),
@@ -85,13 +89,14 @@ class GraphStore(Store):
             "value": dumps(value),
             "ttl_minutes": ttl_minutes,
         }
-        async with self._statement() as conn:
-            await conn.execute(PUT_ITEM, params)
+        await self._write_fenced(PUT_ITEM, params, fence)
 
-    async def delete_store_item(self, *, tenant_id: str, namespace: Sequence[str], key: str) -> None:
+    async def delete_store_item(
+        self, *, tenant_id: str, namespace: Sequence[str], key: str, fence: Fence | None = None
+    ) -> None:
+        """Delete the item; :class:`LeaseLost` and nothing deleted when the fence no longer holds."""
         params = {"tenant_id": tenant_id, "namespace": list(namespace), "key": key}
-        async with self._statement() as conn:
-            await conn.execute(DELETE_ITEM, params)
+        await self._write_fenced(DELETE_ITEM, params, fence)
 
     async def search_store_items(
         self,

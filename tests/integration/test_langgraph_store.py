@@ -1,6 +1,6 @@
 """runq's LangGraph store (§17) through LangGraph's own ``BaseStore`` methods: items, search
 with LangGraph's filters, namespaces, TTLs (time moved in SQL), a tenant's items invisible to
-another, and ``get_store()`` in a graph's node. No public conformance suite exists for stores
+another, writes fenced by a run's lease, and ``get_store()`` in a graph's node. No public conformance suite exists for stores
 (``langgraph-checkpoint-conformance`` covers savers only), so the cases follow the behaviour of
 LangGraph's ``InMemoryStore``, which every case below also runs against."""
 
@@ -20,6 +20,9 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.agents.langgraph import RunqStore
+from app.domain import Finish
+from app.errors import LeaseLost
+from app.queue import Fence, NewRun, Queue
 from app.queue.graph_store import GraphStore
 
 
@@ -155,6 +158,20 @@ async def test_get_store_in_a_node_reads_and_writes_the_tenants_items(engine: As
         out = await graph.ainvoke({"user": "ada", "seen": 0}, {"configurable": {"thread_id": thread}})
         assert out["seen"] == expected
     assert await RunqStore(engine, tenant_id="t2").aget(("visits",), "ada") is None
+
+
+async def test_a_write_under_a_lost_lease_changes_nothing(engine: AsyncEngine, queue: Queue) -> None:
+    run, _ = await queue.enqueue(NewRun(tenant_id="t1", agent="demo", input={}, max_attempts=3))
+    [claim] = await queue.claim_batch(worker_id="w:1:a", limit=1)
+    fenced = RunqStore(engine, tenant_id="t1", fence=Fence(run.id, claim.lease_id))
+    await fenced.aput(("n",), "k", {"v": 1})
+    await queue.finish(run_id=run.id, lease_id=claim.lease_id, finish=Finish.done({}))  # the lease is gone
+    with pytest.raises(LeaseLost):
+        await fenced.aput(("n",), "k", {"v": 2})
+    with pytest.raises(LeaseLost):
+        await fenced.adelete(("n",), "k")
+    kept = await RunqStore(engine, tenant_id="t1").aget(("n",), "k")
+    assert kept is not None and kept.value == {"v": 1}
 
 
 async def test_sync_methods_refuse_the_stores_own_loop(engine: AsyncEngine) -> None:

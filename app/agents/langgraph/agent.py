@@ -75,13 +75,10 @@ class LangGraphAgent:
         if ctx.lease is None:
             raise FatalError("a LangGraph agent runs in a worker (it needs the run's lease)")
         thread_id = str(ctx.thread.id if ctx.thread is not None else ctx.run_id)
-        saver = RunqSaver(
-            ctx.lease.engine,
-            keep=self.settings.langgraph_keep_checkpoints,
-            fence=Fence(ctx.lease.run_id, ctx.lease.lease_id),
-        )
+        fence = Fence(ctx.lease.run_id, ctx.lease.lease_id)
+        saver = RunqSaver(ctx.lease.engine, keep=self.settings.langgraph_keep_checkpoints, fence=fence)
         # runq's store for every kind of graph (a builder, a compiled graph, a factory's)
-        store = RunqStore(ctx.lease.engine, tenant_id=ctx.tenant_id)
+        store = RunqStore(ctx.lease.engine, tenant_id=ctx.tenant_id, fence=fence)
         graph = self.compiled(saver, ctx).copy(update={"store": store})
         saved = ctx.resume_state if isinstance(ctx.resume_state, dict) else {}
         progress = _Progress(

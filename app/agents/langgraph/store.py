@@ -1,9 +1,10 @@
 """LangGraph's ``BaseStore`` on runq's PostgreSQL, one tenant's items (§17).
 
 runq compiles each graph with it, so ``get_store()`` in a node reads and writes the items of
-the run's tenant, the same ones ``/langgraph/store`` serves. Each operation is one statement of
-:class:`~app.queue.graph_store.GraphStore`; a batch's operations run in order, so a put then a
-get in one batch sees the put. ``query`` (semantic search) is accepted and ignored: runq keeps
+the run's tenant, the same ones ``/langgraph/store`` serves; its puts and deletes are fenced by
+the run's lease, as its checkpoints are, so a worker that lost the run writes nothing. Each
+operation is one statement of :class:`~app.queue.graph_store.GraphStore`; a batch's operations
+run in order, so a put then a get in one batch sees the put. ``query`` (semantic search) is accepted and ignored: runq keeps
 no embeddings, as LangGraph's stores without an ``index`` do.
 """
 
@@ -27,6 +28,7 @@ from langgraph.store.base import (
 )
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.queue.graph_checkpoints import Fence
 from app.queue.graph_store import GraphStore, StoredItem
 
 
@@ -35,9 +37,13 @@ class RunqStore(BaseStore):
 
     supports_ttl = True
 
-    def __init__(self, engine: AsyncEngine, *, tenant_id: str, ttl: TTLConfig | None = None) -> None:
-        """``ttl``: LangGraph's TTL settings (``default_ttl`` in minutes, ``refresh_on_read``)."""
+    def __init__(
+        self, engine: AsyncEngine, *, tenant_id: str, fence: Fence | None = None, ttl: TTLConfig | None = None
+    ) -> None:
+        """``fence``: the run and lease every put and delete is conditioned on (``None``:
+        unfenced); ``ttl``: LangGraph's TTL settings (``default_ttl`` in minutes, ``refresh_on_read``)."""
         self.tenant_id = tenant_id
+        self.fence = fence
         self.ttl_config = ttl
         self._items = GraphStore(engine)
         self._loop = _running_loop()
@@ -66,10 +72,12 @@ class RunqStore(BaseStore):
                 return [SearchItem(**_fields(item)) for item in found_items]
             case PutOp(namespace=namespace, key=key, value=value, ttl=ttl):
                 if value is None:  # LangGraph's delete
-                    await self._items.delete_store_item(tenant_id=tenant_id, namespace=namespace, key=key)
+                    await self._items.delete_store_item(
+                        tenant_id=tenant_id, namespace=namespace, key=key, fence=self.fence
+                    )
                 else:
                     await self._items.put_store_item(
-                        tenant_id=tenant_id, namespace=namespace, key=key, value=value, ttl_minutes=ttl
+                        tenant_id=tenant_id, namespace=namespace, key=key, value=value, ttl_minutes=ttl, fence=self.fence
                     )
                 return None
             case ListNamespacesOp(match_conditions=conditions, max_depth=max_depth, limit=limit, offset=offset):

@@ -36,19 +36,35 @@ SELECT namespace, key, value, created_at, updated_at FROM hits;
 
 -- name: langgraph_store_put
 -- Store or replace an item; :ttl_minutes null keeps it until deleted. An expired item put
--- again is a new one (its created_at is now).
-INSERT INTO langgraph_store_items AS i (tenant_id, namespace, key, value, ttl_minutes, expires_at)
-VALUES (:tenant_id, CAST(:namespace AS text[]), :key, CAST(:value AS jsonb),
-        CAST(:ttl_minutes AS float8), now() + make_interval(secs => CAST(:ttl_minutes AS float8) * 60))
-ON CONFLICT (tenant_id, namespace, key) DO UPDATE
-   SET value = excluded.value, ttl_minutes = excluded.ttl_minutes, expires_at = excluded.expires_at,
-       updated_at = now(),
-       created_at = CASE WHEN i.expires_at <= now() THEN now() ELSE i.created_at END;
+-- again is a new one (its created_at is now). A graph's put is fenced by its run's lease, as
+-- its checkpoints are (held is false and nothing is written once it is lost); :run_id null is
+-- a put of the API or of the store on its own.
+WITH ${part:langgraph_lease},
+put AS (
+    INSERT INTO langgraph_store_items AS i (tenant_id, namespace, key, value, ttl_minutes, expires_at)
+    SELECT :tenant_id, CAST(:namespace AS text[]), :key, CAST(:value AS jsonb),
+           CAST(:ttl_minutes AS float8), now() + make_interval(secs => CAST(:ttl_minutes AS float8) * 60)
+     WHERE CAST(:run_id AS uuid) IS NULL OR EXISTS (SELECT 1 FROM lease)
+    ON CONFLICT (tenant_id, namespace, key) DO UPDATE
+       SET value = excluded.value, ttl_minutes = excluded.ttl_minutes, expires_at = excluded.expires_at,
+           updated_at = now(),
+           created_at = CASE WHEN i.expires_at <= now() THEN now() ELSE i.created_at END
+    RETURNING 1
+)
+SELECT CAST(:run_id AS uuid) IS NULL OR EXISTS (SELECT 1 FROM lease) AS held,
+       (SELECT count(*) FROM put) AS written;
 
 -- name: langgraph_store_delete
--- Delete an item of the tenant (nothing when there is none).
-DELETE FROM langgraph_store_items
- WHERE tenant_id = :tenant_id AND namespace = CAST(:namespace AS text[]) AND key = :key;
+-- Delete an item of the tenant (nothing when there is none), fenced as a put is.
+WITH ${part:langgraph_lease},
+gone AS (
+    DELETE FROM langgraph_store_items
+     WHERE tenant_id = :tenant_id AND namespace = CAST(:namespace AS text[]) AND key = :key
+       AND (CAST(:run_id AS uuid) IS NULL OR EXISTS (SELECT 1 FROM lease))
+    RETURNING 1
+)
+SELECT CAST(:run_id AS uuid) IS NULL OR EXISTS (SELECT 1 FROM lease) AS held,
+       (SELECT count(*) FROM gone) AS deleted;
 
 -- name: langgraph_store_search
 -- One page of the tenant's live items under a namespace prefix, newest change first, whose
