@@ -20,8 +20,9 @@ from playwright.sync_api import expect
 from tests.api_support import ROOT
 from tests.fakes.openai_server import FakeOpenAI, Reply, answer, stall
 from tests.ui.conftest import LANGGRAPH_CHAT_CONFIG, Keys
-from tests.ui.test_chat_example import LONG_ANSWER, ChatApp, ChatTab, live_chat, wait_until
+from tests.ui.test_chat_example import LONG_ANSWER, ChatApp, ChatTab, _shot, live_chat, wait_until
 from tests.ui.test_chat_example import tab as tab  # the fixture, on this module's chat_app
+from tests.ui.test_operator_ui import publish
 
 EXAMPLE = ROOT / "examples" / "langgraph-chat"
 
@@ -88,6 +89,7 @@ def test_an_interrupt_is_answered_in_the_page(tab: ChatTab, model: FakeOpenAI) -
     question = tab.page.get_by_role("group", name="Question")
     expect(question).to_contain_text("Go ahead with “deploy to production”?")
     assert not model.requests  # the graph waits for the person before calling the model
+    publish(_shot(tab.page, "langgraph-chat"), "langgraph-chat.png")
     question.get_by_role("button", name="Yes").click()
     expect(tab.answers.locator(".text")).to_have_text("Deploying, as you confirmed.")
     expect(question).to_have_count(0)
