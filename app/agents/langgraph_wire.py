@@ -32,6 +32,7 @@ class ServerRunInput(BaseModel):
     config: dict[str, Any] = Field(default_factory=dict)
     context: dict[str, Any] | None = None
     stream_mode: list[str] = Field(default_factory=lambda: ["values"])
+    stream_subgraphs: bool = False
     interrupt_before: list[str] | Literal["*"] | None = None
     interrupt_after: list[str] | Literal["*"] | None = None
     durability: Literal["sync", "async", "exit"] | None = None  # None: the agent's (sync)

@@ -73,19 +73,20 @@ QUERIES = {("GET", "/langgraph/store/items"): {"namespace": "notes", "key": "k"}
 REFUSED = {("POST", "/ai-sdk/chat"): 422}
 ANSWERS_TO_B = {
     ("POST", "/ag-ui/{agent}"): (409, "not_waiting"),
+    **{("POST", f"/langgraph/runs{tail}"): (422, "unknown_assistant") for tail in ("", "/stream", "/wait", "/crons")},
     **{
         (method, path): (404, "not_found")
-        for method, path in (("POST", "/langgraph/runs"), ("POST", "/langgraph/runs/stream"), ("POST", "/langgraph/runs/crons"),
-                             ("POST", "/langgraph/runs/wait"), ("GET", "/langgraph/assistants/{assistant_id}"),
+        for method, path in (("GET", "/langgraph/assistants/{assistant_id}"),
                              ("GET", "/langgraph/assistants/{assistant_id}/graph"),
                              ("GET", "/langgraph/assistants/{assistant_id}/schemas"),
                              ("GET", "/langgraph/assistants/{assistant_id}/subgraphs"))
     },
 }
-# LangGraph's routes of a thread's run: A's run here is in no thread, so A's own control is a 404.
+# LangGraph's routes of a thread's run: A's run here is in no thread, so A's own control is a 404;
+# and A's thread-less run, being A's, would stream to its end.
 NOT_THE_THREADS_RUN = {
     ("GET", f"/langgraph/threads/{{thread_id}}/runs/{{run_id}}{tail}") for tail in ("", "/join", "/stream")
-}
+} | {("GET", "/langgraph/runs/{run_id}/stream")}
 # Streams that follow A's pending run until it ends: no control request with A's key here
 # (tests/integration/api/test_api_ag_ui.py reads them to the end).
 ENDLESS = {("GET", "/ag-ui/runs/{run_id}/events")}

@@ -87,6 +87,12 @@ BUSINESS_RULES = {
     # LangGraph's API (docs/langgraph-server.md): update_state needs the thread's graph, which a
     # thread has once a run of it named one (this server serves no graph), as the reference says.
     ("positive_data_acceptance", "POST /langgraph/threads/{thread_id}/state", "no_graph"),
+    # A run names an assistant of a graph the server serves (this one serves none): a graph id
+    # or its assistant's UUID, which the document cannot list.
+    *(("positive_data_acceptance", f"POST /langgraph{path}", "unknown_assistant")
+      for path in ("/runs", "/runs/batch", "/runs/stream", "/runs/wait", "/threads/{thread_id}/runs",
+                   "/threads/{thread_id}/runs/stream", "/threads/{thread_id}/runs/wait", "/runs/crons",
+                   "/threads/{thread_id}/runs/crons")),
     # A bulk cancel names its runs or a status: an empty body names nothing.
     ("positive_data_acceptance", "POST /langgraph/runs/cancel", "validation_error"),
     # LangGraph's crons are schedules (docs/langgraph-server.md): five cron fields cronsim accepts,

@@ -33,7 +33,7 @@ async def collect(stream: Any) -> list[Any]:
 async def test_each_graph_has_its_default_assistant(lg: LangGraphClient) -> None:
     found = await lg.assistants.search(limit=100)
     by_graph = {a["graph_id"]: a for a in found}
-    assert {"chat", "counter", "ask", "gated"} <= set(by_graph)
+    assert {"chat", "counter", "ask", "gated", "nested", "boom"} <= set(by_graph)
     counter = by_graph["counter"]
     assert counter["assistant_id"] == str(uuid.uuid5(NAMESPACE, "counter"))
     assert (counter["name"], counter["version"], counter["metadata"]) == (
@@ -389,3 +389,56 @@ async def test_cancel_many_by_run_ids(lg: LangGraphClient, tmp_path: Path) -> No
     got = await lg.runs.join(thread["thread_id"], run["run_id"])
     assert got is not None
     assert (await lg.runs.get(thread["thread_id"], run["run_id"]))["status"] == "interrupted"
+
+
+async def test_where_a_run_can_be_found_again(server: Server) -> None:
+    async with server.http() as http:
+        thread_id = (await http.post("/threads", json={})).json()["thread_id"]
+        body = {"assistant_id": "counter", "input": {"count": 1}}
+        created = await http.post(f"/threads/{thread_id}/runs", json=body)
+        run = f"/threads/{thread_id}/runs/{created.json()['run_id']}"
+        assert (created.status_code, created.headers["content-location"]) == (200, run)
+        waited = await http.post(f"/threads/{thread_id}/runs/wait", json=body)
+        assert waited.headers["location"] == waited.headers["content-location"] + "/join"
+        assert waited.headers["content-location"].startswith(f"/threads/{thread_id}/runs/")
+        async with http.stream("POST", "/runs/stream", json=body) as streamed:
+            assert streamed.headers["location"] == streamed.headers["content-location"] + "/stream"
+            await streamed.aread()
+        refused = await http.post(f"/threads/{thread_id}/runs", json={"assistant_id": "nope"})
+        assert refused.status_code == 422
+
+
+async def test_subgraphs_stream_under_their_namespace(lg: LangGraphClient) -> None:
+    thread = await lg.threads.create()
+    parts = await collect(
+        lg.runs.stream(
+            thread["thread_id"],
+            "nested",
+            input={"path": []},
+            stream_mode="updates",
+            stream_subgraphs=True,
+        )
+    )
+    # a namespace is "<node>:<task id>"; task ids differ between servers
+    named = [(p.event.split(":")[0], p.data) for p in parts if p.event != "metadata"]
+    assert named == [
+        ("updates|child", {"inner": {"path": ["inner"]}}),
+        ("updates", {"child": {"path": ["inner"]}}),
+        ("updates", {"after": {"path": ["after"]}}),
+    ]
+
+
+async def test_a_graph_that_raises_fails_its_run_and_thread(lg: LangGraphClient) -> None:
+    thread = await lg.threads.create()
+    parts = await collect(
+        lg.runs.stream(thread["thread_id"], "boom", input={"path": []}, stream_mode="updates")
+    )
+    assert (parts[-1].event, parts[-1].data) == (
+        "error",
+        {"error": "ValueError", "message": "boom"},
+    )
+    [run] = await lg.runs.list(thread["thread_id"])
+    assert run["status"] == "error"
+    assert (await lg.threads.get(thread["thread_id"]))["status"] == "error"
+    waited = await lg.runs.wait(thread["thread_id"], "boom", input={"path": []}, raise_error=False)
+    assert waited == {"__error__": {"error": "ValueError", "message": "boom"}}

@@ -156,16 +156,16 @@ class LangGraphAgent:
         stream = graph.astream(
             pending, config, stream_mode=modes, **self.stream_options(ctx)
         )
-        part: Any  # (mode, chunk)
+        part: Any  # (mode, chunk), or (namespace, mode, chunk) when subgraphs stream too
         async for part in stream:
-            mode, chunk = part
-            if mode in wire:
-                await ctx.emit("langgraph", {"event": mode, "data": wire_json(chunk)})
+            namespace, mode, chunk = part if len(part) == 3 else ((), *part)
+            if mode in wire:  # a subgraph's as LangGraph's server names it: "updates|child:<task>"
+                await ctx.emit("langgraph", {"event": "|".join((mode, *namespace)), "data": wire_json(chunk)})
             if mode == "messages":
                 message = chunk[0]
                 if isinstance(message, AIMessageChunk) and message.text:
                     await ctx.emit("message.delta", {"text": message.text})
-            elif mode == "debug" and chunk.get("type") == "task_result":
+            elif mode == "debug" and not namespace and chunk.get("type") == "task_result":
                 await _finished_node(ctx, chunk["step"], chunk["payload"])
                 if meter.spent:  # its usage and turns stored with it: budgets bound the run
                     meter.spent = False

@@ -16,10 +16,11 @@ from langgraph.graph.state import CompiledStateGraph, StateGraph
 from langgraph.pregel import Pregel
 from langgraph.types import Command, StateSnapshot
 
-from app.agents.base import RunContext
+from app.agents.base import AgentError, FatalError, RunContext
 from app.agents.langgraph.agent import LangGraphAgent
 from app.agents.langgraph.saver import RunqSaver
 from app.agents.langgraph_wire import STREAM_MODES, ServerRunInput, wire_json
+from app.errors import QueueError
 
 
 class ServerGraphAgent(LangGraphAgent):
@@ -29,6 +30,16 @@ class ServerGraphAgent(LangGraphAgent):
     source: ClassVar[Any]  # the compiled graph, the builder or the factory
     input_schema = ServerRunInput
     waits_on_interrupt = False
+
+    async def run(self, ctx: RunContext) -> dict[str, Any]:
+        try:
+            return await super().run(ctx)
+        except (AgentError, QueueError):
+            raise
+        except Exception as exc:
+            # LangGraph's server fails the run on a graph's exception, named by its class (a
+            # node's RetryPolicy is how a graph retries); a run whose worker died still resumes.
+            raise FatalError(str(exc), code=type(exc).__name__) from exc
 
     def compiled(self, saver: RunqSaver, ctx: RunContext | None = None) -> CompiledStateGraph[Any]:
         config = ServerRunInput.model_validate(ctx.input).config if ctx is not None else {}
@@ -57,6 +68,7 @@ class ServerGraphAgent(LangGraphAgent):
             "durability": body.durability or self.durability,
             "interrupt_before": body.interrupt_before,
             "interrupt_after": body.interrupt_after,
+            "subgraphs": body.stream_subgraphs,
         }
         if body.context is not None:
             options["context"] = body.context

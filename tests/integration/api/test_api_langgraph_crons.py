@@ -134,8 +134,10 @@ async def test_another_tenants_crons_are_invisible(app: FastAPI, lg: LangGraphCl
     assert (await lg.crons.search())[0]["enabled"] is True
 
 
-async def test_an_unknown_assistant_is_a_404(lg: LangGraphClient) -> None:
-    with pytest.raises(NotFoundError):
+async def test_an_unknown_assistant_is_a_422_and_matches_nothing(lg: LangGraphClient) -> None:
+    with pytest.raises(UnprocessableEntityError):  # as a run's: the body names no graph served
         await lg.crons.create("nope", schedule="0 9 * * *")
+    await lg.crons.create("counter", schedule="0 9 * * *")
+    assert await lg.crons.search(assistant_id="nope") == [] and await lg.crons.count(assistant_id="nope") == 0
     with pytest.raises(UnprocessableEntityError):
         await lg.crons.search(sort_by="thread_id")

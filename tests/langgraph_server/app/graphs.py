@@ -1,8 +1,8 @@
 """The graphs of the LangGraph server conformance suite, served alike by runq and by
 LangGraph's own ``langgraph dev`` (this folder's ``langgraph.json``). They cover the three
-shapes a ``langgraph.json`` entry may have: a compiled graph (``chat``, ``gated``, ``memory``), a
-``StateGraph`` builder (``counter``) and a factory taking a config (``ask``); ``memory`` reads
-and writes the server's store with ``get_store()``.
+shapes a ``langgraph.json`` entry may have: a compiled graph (``chat``, ``gated``, ``nested``,
+``memory``), a ``StateGraph`` builder (``counter``) and a factory taking a config (``ask``);
+``memory`` reads and writes the server's store with ``get_store()``.
 
 The model is ``ChatOpenAI`` pointed at the suite's fake OpenAI server
 (``LANGGRAPH_TEST_MODEL_URL``, on 127.0.0.1); nothing reaches the network.
@@ -105,6 +105,35 @@ _gated.add_node("wait", _wait_gate)
 _gated.add_edge(START, "wait")
 _gated.add_edge("wait", END)
 gated = _gated.compile()
+
+
+class Nested(TypedDict):
+    path: Annotated[list[str], operator.add]
+
+
+_inner = StateGraph(Nested)
+_inner.add_node("inner", lambda state: {"path": ["inner"]})
+_inner.add_edge(START, "inner")
+_inner.add_edge("inner", END)
+
+_nested = StateGraph(Nested)
+_nested.add_node("child", _inner.compile())
+_nested.add_node("after", lambda state: {"path": ["after"]})
+_nested.add_edge(START, "child")
+_nested.add_edge("child", "after")
+_nested.add_edge("after", END)
+nested = _nested.compile()
+
+
+def _boom(state: Nested) -> dict[str, Any]:
+    raise ValueError("boom")
+
+
+_boom_graph = StateGraph(Nested)
+_boom_graph.add_node("boom", _boom)
+_boom_graph.add_edge(START, "boom")
+_boom_graph.add_edge("boom", END)
+boom = _boom_graph.compile()
 
 
 class Visit(TypedDict):

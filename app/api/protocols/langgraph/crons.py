@@ -125,14 +125,15 @@ def _refuse_unsupported(on_run_completed: str | None, strategy: str = "enqueue")
 
 async def _create(principal: Tenant, runtime: Runtime, guard: UrlGuardDep, body: CronCreate,
                   thread_id: uuid.UUID | None) -> dict[str, Any]:  # fmt: skip
+    queue = runtime.queue
+    if thread_id is not None:  # 404 unless the tenant's, before anything about the body
+        await queue.get_thread(thread_id, tenant_id=principal.tenant_id)
     _refuse_unsupported(body.on_run_completed, body.multitask_strategy)
     timing = _timing(body.schedule, body.timezone)
-    found = assistant(runtime, body.assistant_id)
+    found = assistant(runtime, body.assistant_id, status=422)
     run_input = body.model_copy(update={"assistant_id": str(found.assistant_id)}).run_input()
     checked_agent(runtime.settings.agent_registry, found.graph_id, run_input)
-    queue = runtime.queue
-    if thread_id is not None:  # 404 unless the tenant's; its state routes read its graph there
-        await queue.get_thread(thread_id, tenant_id=principal.tenant_id)
+    if thread_id is not None:  # LangGraph's server names the thread's graph; its state routes read it
         graph = {"graph_id": found.graph_id, "assistant_id": str(found.assistant_id)}
         await queue.merge_thread_metadata(thread_id, tenant_id=principal.tenant_id, metadata=graph)
     schedule = await queue.create_schedule(
@@ -169,12 +170,14 @@ async def create_thread_cron(
 def _matching(
     runtime: Runtime, assistant_id: str | None, metadata: dict[str, Any] | None, **filters: Any
 ) -> ScheduleFilter:
-    """The schedules that are crons of the graphs served (of one assistant when named)."""
+    """The schedules that are crons of the graphs served (of one assistant when named: by its
+    id or its graph's; an unknown one matches none)."""
     contains: dict[str, Any] = {"metadata": metadata} if metadata else {}
+    served = assistants(runtime)
     if assistant_id is not None:
-        contains["assistant_id"] = str(assistant(runtime, assistant_id).assistant_id)
-    graphs = [found.graph_id for found in assistants(runtime)]
-    return ScheduleFilter(agents=graphs, input_contains=contains, **filters)
+        named = [str(a.assistant_id) for a in served if assistant_id in (a.graph_id, str(a.assistant_id))]
+        contains["assistant_id"] = named[0] if named else assistant_id
+    return ScheduleFilter(agents=[a.graph_id for a in served], input_contains=contains, **filters)
 
 
 @router.post("/runs/crons/search", responses=ERRORS)

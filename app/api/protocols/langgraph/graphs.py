@@ -56,12 +56,15 @@ def assistants(runtime: Runtime) -> list[Assistant]:
     ]
 
 
-def assistant(runtime: Runtime, assistant_id: str) -> Assistant:
-    """The assistant an id names (its uuid, or the graph id itself); 404 otherwise."""
+def assistant(runtime: Runtime, assistant_id: str, *, status: int = 404) -> Assistant:
+    """The assistant an id names (its uuid, or the graph id itself); otherwise 404, or the
+    ``status`` the route answers for a bad body (a run's unknown assistant is a 422)."""
     for found in assistants(runtime):
         if assistant_id in (found.graph_id, str(found.assistant_id)):
             return found
-    raise ApiProblem(404, "not_found", f"no assistant {assistant_id!r}")
+    code = "not_found" if status == 404 else "unknown_assistant"
+    graphs = sorted(a.graph_id for a in assistants(runtime))
+    raise ApiProblem(status, code, f"no assistant {assistant_id!r}", graphs=graphs)
 
 
 def compiled(runtime: Runtime, graph_id: str) -> Any:

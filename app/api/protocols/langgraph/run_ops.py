@@ -38,7 +38,9 @@ async def create_run(
 ) -> Run:
     """A runq run of the assistant's graph, in the thread (after its multitask strategy dealt
     with the runs in flight: the thread-token scope check is runq's own) or on its own."""
-    graph_id = assistant(runtime, body.assistant_id).graph_id
+    if thread_id is not None and not (body.if_not_exists == "create" and caller.grant is None):
+        await caller.thread()  # 404 before anything about the body
+    graph_id = assistant(runtime, body.assistant_id, status=422).graph_id
     # Only the fields the request set, so a thread token's refusals (``delay_s``, ``webhook``)
     # see what it asked.
     fields: dict[str, Any] = {"delay_s": body.after_seconds} if body.after_seconds else {}
@@ -174,9 +176,7 @@ SSE_ANSWER: dict[int | str, dict[str, Any]] = {
 }
 
 
-def stream_response(
-    runtime: Runtime, run: Run, *, after: int = 0, location: bool = True
-) -> EventSourceResponse:
+def stream_response(runtime: Runtime, run: Run, *, after: int = 0) -> EventSourceResponse:
     """The run's frames after seq ``after`` until it ends; ``Location`` says where to join."""
 
     async def body() -> AsyncIterator[bytes]:
@@ -195,11 +195,7 @@ def stream_response(
         finally:
             await pages.aclose()
 
-    headers = (
-        {"Location": f"{run_path(run)}/stream", "Content-Location": run_path(run)}
-        if location
-        else {}
-    )
+    headers = {"Location": f"{run_path(run)}/stream", "Content-Location": run_path(run)}
     return EventSourceResponse(
         body(), ping=runtime.sse_ping_s, send_timeout=SEND_TIMEOUT_S, headers=headers
     )

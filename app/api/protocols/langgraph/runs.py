@@ -3,7 +3,6 @@ or on their own; listed, joined, their stream resumed from any ``Last-Event-ID``
 
 from __future__ import annotations
 
-import uuid
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query, Request, Response, status
@@ -36,7 +35,7 @@ from app.api.protocols.langgraph.schemas import (
 from app.api.protocols.langgraph.status import rolled_back, run_status
 from app.api.runs import event_cursor
 from app.api.webhooks import UrlGuardDep
-from app.domain import Status
+from app.domain import Run, Status
 from app.errors import RunNotFound
 
 router = APIRouter()
@@ -46,8 +45,9 @@ CANCELLABLE = {"pending": Status.PENDING, "running": Status.LEASED}
 LastEventId = Annotated[str | None, Header(max_length=20)]
 
 
-def _thread(thread_id: ThreadId) -> uuid.UUID:
-    return parse_id(thread_id, "thread")
+def _wait_headers(run: Run) -> dict[str, str]:
+    """Where a waited run's answer can be had again (``join``), and the run itself."""
+    return {"Location": f"{run_path(run)}/join", "Content-Location": run_path(run)}
 
 
 @router.post("/threads/{thread_id}/runs")
@@ -87,14 +87,15 @@ async def wait_thread_run(
 ) -> JSONResponse:
     run = await create_run(caller, runtime, guard, request, body, caller.thread_id())
     done = await finished(runtime, run)
-    return JSONResponse(final_values(done), headers={"Content-Location": f"{run_path(run)}/join"})
+    return JSONResponse(final_values(done), headers=_wait_headers(run))
 
 
 @router.post("/runs")
 async def create_stateless_run(
     caller: Tenant, runtime: RuntimeDep, guard: UrlGuardDep, request: Request, body: RunCreate
-) -> dict[str, Any]:
-    return run_json(await create_run(caller, runtime, guard, request, body, None))
+) -> JSONResponse:
+    run = await create_run(caller, runtime, guard, request, body, None)
+    return JSONResponse(run_json(run), headers={"Content-Location": run_path(run)})
 
 
 @router.post("/runs/stream", responses=SSE_ANSWER)
@@ -102,15 +103,15 @@ async def stream_stateless_run(
     caller: Tenant, runtime: RuntimeDep, guard: UrlGuardDep, request: Request, body: RunCreate
 ) -> Response:
     run = await create_run(caller, runtime, guard, request, body, None)
-    return stream_response(runtime, run, location=False)
+    return stream_response(runtime, run)
 
 
 @router.post("/runs/wait")
 async def wait_stateless_run(
     caller: Tenant, runtime: RuntimeDep, guard: UrlGuardDep, request: Request, body: RunCreate
-) -> Any:
+) -> JSONResponse:
     run = await create_run(caller, runtime, guard, request, body, None)
-    return final_values(await finished(runtime, run))
+    return JSONResponse(final_values(await finished(runtime, run)), headers=_wait_headers(run))
 
 
 @router.post("/runs/batch")
@@ -154,6 +155,17 @@ async def join_run(caller: Reader, runtime: RuntimeDep, thread_id: ThreadId, run
     return final_values(await finished(runtime, run))
 
 
+@router.get(f"/runs/{RUN_ID}/stream", responses=SSE_ANSWER)
+async def join_stateless_stream(
+    caller: Tenant, runtime: RuntimeDep, run_id: RunId, last_event_id: LastEventId = None
+) -> Response:
+    """A run of no thread's frames after ``Last-Event-ID``, where its stream's ``Location`` points."""
+    run = await caller.found_run(parse_id(run_id, "run"))
+    if run.thread_id is not None:
+        raise RunNotFound(str(run.id))
+    return stream_response(runtime, run, after=_after(last_event_id))
+
+
 @router.get(f"/threads/{{thread_id}}/runs/{RUN_ID}/stream", responses=SSE_ANSWER)
 async def join_stream(
     caller: Reader,
@@ -165,8 +177,12 @@ async def join_stream(
     """The run's frames after ``Last-Event-ID`` (``-1`` or none: from the start), whether or
     not it was created ``stream_resumable``, for as long as its history is kept."""
     run = await visible_run(caller, caller.thread_id(), parse_id(run_id, "run"))
-    after = 0 if last_event_id in (None, "-1") else event_cursor(0, last_event_id)
-    return stream_response(runtime, run, after=after)
+    return stream_response(runtime, run, after=_after(last_event_id))
+
+
+def _after(last_event_id: str | None) -> int:
+    """``Last-Event-ID`` as runq's cursor; none or ``-1``: from the start."""
+    return 0 if last_event_id in (None, "-1") else event_cursor(0, last_event_id)
 
 
 @router.post(

@@ -136,6 +136,7 @@ class RunCreate(Body):
             config=self.config,
             context=self.context,
             stream_mode=self.modes(),
+            stream_subgraphs=self.stream_subgraphs,
             interrupt_before=self.interrupt_before,
             interrupt_after=self.interrupt_after,
             assistant_id=self.assistant_id,
