@@ -9,7 +9,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8000
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 
-.PHONY: install install-dev node-deps chat-example langgraph-chat-example run test test-integration test-pgbouncer chaos bench bench-smoke scale lint clean conformance-langgraph
+.PHONY: install install-dev node-deps chat-example langgraph-chat-example run test test-integration test-pgbouncer chaos bench bench-smoke scale failover lint clean conformance-langgraph
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -93,17 +93,27 @@ scale: install-dev
 	$(BIN)/python -m pip install -q -e '.[embedded,bench]'
 	$(BIN)/python -m bench.scale $(SCALE_ARGS)
 
+# Losing the primary (docs/operations.md "Losing the primary"): a Patroni pair (Debian's patroni
+# and etcd-server, installed here when missing) behind runq's host list, two APIs, two workers,
+# keyed creates and SSE followers; the primary SIGKILLed, then a planned switchover, on the host
+# list and then behind a proxy that follows the leader. As root; not part of `make test`.
+# About 5 minutes; figures in bench/results/failover.json. FAILOVER_ARGS=--asynchronous: the
+# host-list rounds on an asynchronous standby (bench/results/failover-asynchronous.json).
+failover: install-dev
+	$(BIN)/python -m bench.failover $(FAILOVER_ARGS)
+
 # The LangGraph server conformance suite (tests/langgraph_server/, DESIGN §17) against LangGraph's
 # own `langgraph dev`, the reference runq's /langgraph is held to; `make test` runs it against runq.
 # The reference pins its own web stack, so it lives in a venv of its own; the suite's client (the
 # official SDK) runs from runq's. Offline: its graphs call only the suite's fake model server.
 REF_VENV := .venv-langgraph-ref
-$(REF_VENV)/.installed: Makefile
+LANGGRAPH_CLI := 0.4.40
+$(REF_VENV)/.installed-$(LANGGRAPH_CLI):
 	$(PYTHON) -m venv $(REF_VENV)
-	$(REF_VENV)/bin/python -m pip install -q 'langgraph-cli[inmem]==0.4.40' 'langchain-openai>=1.7.4,<2'
+	$(REF_VENV)/bin/python -m pip install -q 'langgraph-cli[inmem]==$(LANGGRAPH_CLI)' 'langchain-openai>=1.7.4,<2'
 	touch $@
 
-conformance-langgraph: install-dev $(REF_VENV)/.installed
+conformance-langgraph: install-dev $(REF_VENV)/.installed-$(LANGGRAPH_CLI)
 	$(PYTEST) tests/langgraph_server --langgraph-server=reference
 
 lint: install-dev

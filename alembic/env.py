@@ -7,10 +7,10 @@ from logging.config import fileConfig
 
 from alembic import context
 from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import create_async_engine
 
-from app.db.engine import async_url
+from app.db.engine import create_engine
 from app.db.schema import EVENT_PARTITION, metadata
+from app.db.url import async_url
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logger", True):
@@ -20,13 +20,13 @@ if config.config_file_name is not None and config.attributes.get("configure_logg
 def _url() -> str:
     url = config.get_main_option("sqlalchemy.url")
     if url:
-        return async_url(url)
+        return url
     from app.settings import get_settings
 
     configured = get_settings().database_url
     if not configured:
         raise SystemExit("RUNQ_DATABASE_URL is not set (use `runq migrate`, which starts the embedded server)")
-    return async_url(configured)
+    return configured
 
 
 def _include_name(name: str | None, type_: str, parent_names: object) -> bool:
@@ -48,14 +48,15 @@ def _run(connection: Connection) -> None:
 
 
 async def _run_async() -> None:
-    engine = create_async_engine(_url())
+    # runq's own engine: the host list is tried as every other connection tries it.
+    engine = create_engine(_url(), pool_size=1, application_name="runq-migrate")
     async with engine.connect() as connection:
         await connection.run_sync(_run)
     await engine.dispose()
 
 
 if context.is_offline_mode():
-    context.configure(url=_url(), target_metadata=metadata, literal_binds=True)
+    context.configure(url=async_url(_url()), target_metadata=metadata, literal_binds=True)
     with context.begin_transaction():
         context.run_migrations()
 else:

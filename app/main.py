@@ -45,8 +45,9 @@ from app.api.protocols import ag_ui, ai_sdk, langgraph
 from app.api.protocols.chat_body import LongChats
 from app.api.quotas import limit_response
 from app.api.stream import event_hub
-from app.db.engine import asyncpg_dsn, engine_for
+from app.db.engine import engine_for
 from app.db.errors import CONNECTION_ERRORS, database_down
+from app.db.url import asyncpg_dsn
 from app.errors import (
     ChatIdTaken,
     DatabaseUnavailable,

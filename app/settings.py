@@ -30,7 +30,9 @@ class Settings(BaseSettings):
 
     env: Literal["development", "production"] = "development"
     database_url: str | None = Field(
-        default=None, description="PostgreSQL URL; unset uses the embedded server of the data folder"
+        default=None,
+        description="PostgreSQL URL, perhaps with several hosts (h1:5432,h2:5432: only a primary is"
+        " kept); unset uses the embedded server of the data folder",
     )
     data_dir: str | None = Field(
         default=None, description="The embedded server's data folder; unset: .runq/ at the project root"

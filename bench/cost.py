@@ -16,7 +16,8 @@ from typing import Any
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
-from app.db.engine import async_url, create_engine
+from app.db.engine import create_engine
+from app.db.url import async_url
 from app.domain import Finish
 from app.queue import CLAIM_BATCH, Queue
 from bench import hot_updates

@@ -38,7 +38,8 @@ from typing import Any
 import asyncpg
 from sqlalchemy import text
 
-from app.db.engine import asyncpg_dsn, create_engine
+from app.db.engine import create_engine
+from app.db.url import asyncpg_dsn
 from app.devmodel.wire import Answer, Chunks, ToolCall
 from app.domain import Status
 from app.queue import NewRun, Queue
@@ -120,9 +121,10 @@ async def model_server() -> AsyncIterator[str]:
 @asynccontextmanager
 async def worker(url: str, *, agent: str, target: str, concurrency: int) -> AsyncIterator[Queue]:
     """A worker on this loop running ``agent`` (``module:Class``), ``concurrency`` runs at once."""
+    # The claim loop and the webhook sender poll at their default pace (a second), as deployed:
+    # runs are picked up by their wake-up, and a faster poll only takes the loop from the runs.
     settings = Settings(
-        database_url=url, agents={agent: target},
-        poll_s=0.05, retry_base_s=0.05, retry_max_s=0.1, shutdown_grace_s=1.0,
+        database_url=url, agents={agent: target}, retry_base_s=0.05, retry_max_s=0.1, shutdown_grace_s=1.0,
     )  # fmt: skip
     stop = asyncio.Event()
     task = asyncio.create_task(serve(settings, database_url=url, concurrency=concurrency, stop=stop))

@@ -23,7 +23,8 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.graph import END, START, StateGraph
 
 from app.agents.langgraph import RunqSaver
-from app.db.engine import asyncpg_dsn, create_engine
+from app.db.engine import create_engine
+from app.db.url import asyncpg_dsn
 from app.settings import get_settings
 from bench.procs import APP_NAME, connect
 from bench.server import BenchServer

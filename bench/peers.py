@@ -18,7 +18,7 @@ from typing import Any
 
 import asyncpg
 
-from app.db.engine import asyncpg_dsn
+from app.db.url import asyncpg_dsn
 from bench.drain import best, timed_drain
 from bench.procs import APP_NAME, IDLE_SESSIONS, PYTHON, children, wait_for_workers
 from bench.server import BenchServer

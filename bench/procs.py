@@ -20,7 +20,7 @@ from pathlib import Path
 
 import asyncpg
 
-from app.db.engine import asyncpg_dsn
+from app.db.url import asyncpg_dsn
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable

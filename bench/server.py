@@ -21,8 +21,8 @@ import asyncpg
 from sqlalchemy.engine import make_url
 
 from app.db.embedded import EmbeddedPostgres
-from app.db.engine import asyncpg_dsn
 from app.db.migrate import upgrade
+from app.db.url import asyncpg_dsn
 
 PREFIX = "runq_bench_"
 TEMPLATE = PREFIX + "template"

@@ -17,7 +17,8 @@ from typing import Any
 
 import asyncpg
 
-from app.db.engine import asyncpg_dsn, create_engine
+from app.db.engine import create_engine
+from app.db.url import asyncpg_dsn
 from app.domain import Finish
 from app.queue import CLAIM_BATCH, FINISH_IF_LEASED, Ended, Queue
 from bench.drain import best, timed_drain

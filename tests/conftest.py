@@ -21,8 +21,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.backoff import RetryBackoff
-from app.db.engine import asyncpg_dsn, create_engine
+from app.db.engine import create_engine
 from app.db.migrate import upgrade
+from app.db.url import asyncpg_dsn
 from app.queue import Queue
 from app.settings import get_settings
 from tests import pgbouncer_support

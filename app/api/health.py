@@ -25,12 +25,18 @@ async def healthz() -> Health:
     return Health()
 
 
+# A standby answers SELECT 1 too: ready means a primary that takes writes.
+WRITABLE = text("SELECT NOT pg_is_in_recovery() AND NOT current_setting('transaction_read_only')::bool")
+
+
 @router.get("/readyz", response_model=Health, responses=problems(503))
 async def readyz(runtime: RuntimeDep) -> Health:
-    """Ready to serve: the database answers."""
+    """Ready to serve: the database answers and takes writes."""
     try:
         async with asyncio.timeout(READY_TIMEOUT_S), runtime.engine.connect() as conn:
-            await conn.execute(text("SELECT 1"))
+            if not await conn.scalar(WRITABLE):
+                await conn.invalidate()  # a session on a read-only server: the next one looks again
+                raise DatabaseUnavailable("the database takes no writes (a standby, or read-only)")
     except TimeoutError as exc:
         raise DatabaseUnavailable("the database did not answer in time") from exc
     return Health()

@@ -46,7 +46,7 @@ class EventHub(Generic[P]):
         *,
         probe_s: float = 5.0,
         backoff_min_s: float = 0.1,
-        backoff_max_s: float = 5.0,
+        backoff_max_s: float = 2.0,
     ) -> None:
         self._dsn = dsn
         self._probe_s = probe_s

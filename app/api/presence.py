@@ -117,6 +117,8 @@ class Presence:
                 await self._queue.touch_stream_slots(sorted(self._slots))
             except DatabaseUnavailable as exc:
                 log.warning("could not refresh stream presence: %s", exc)
+            except Exception:  # the refresher is every stream's: it goes on
+                log.exception("could not refresh stream presence")
 
 
 class StreamSlot:

@@ -18,11 +18,15 @@ import uuid
 from typing import Any, Literal
 
 import orjson
+from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import AsyncAdaptedQueuePool, ConnectionPoolEntry
 
+from app.db.connect import connect
+from app.db.errors import database_down
+from app.db.url import async_url
 from app.errors import DatabaseUnavailable
 from app.metrics import DB_POOL_TIMEOUTS, DB_POOL_WAIT
 from app.settings import Settings, get_settings
@@ -36,18 +40,6 @@ Role = Literal["api", "worker", "cli"]
 DEFAULT_POOL_SIZE: dict[Role, int] = {"api": 10, "worker": 10, "cli": 2}
 POOL_TIMEOUT_S = 60.0
 WAIT_LOG_EVERY_S = 10.0  # one warning line per pool at most this often, however many waits
-
-
-def async_url(url: str) -> str:
-    """Accept ``postgres://``/``postgresql://`` URLs and point them at the asyncpg driver."""
-    parsed = make_url(url.replace("postgres://", "postgresql://", 1))
-    return parsed.set(drivername="postgresql+asyncpg").render_as_string(hide_password=False)
-
-
-def asyncpg_dsn(url: str) -> str:
-    """The same URL for a raw asyncpg connection (LISTEN needs one outside the pool)."""
-    parsed = make_url(url.replace("postgres://", "postgresql://", 1))
-    return parsed.set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 def create_engine(
@@ -74,10 +66,10 @@ def create_engine(
     server_settings = {"application_name": application_name}
     if generic_plans:
         server_settings["plan_cache_mode"] = "force_generic_plan"
-    connect_args: dict[str, Any] = {"server_settings": server_settings}
+    connect_args: dict[str, Any] = {"server_settings": server_settings, "async_creator_fn": connect}
     if not prepared_statements:
         connect_args |= POOLER_SAFE
-    return create_async_engine(
+    engine = create_async_engine(
         async_url(url),
         poolclass=BoundedPool if prepared_statements else PoolerPool,
         pool_size=pool_size,
@@ -91,6 +83,18 @@ def create_engine(
         json_deserializer=_loads,
         connect_args=connect_args,
     )
+    event.listen(engine.sync_engine, "handle_error", _drop_when_down)
+    return engine
+
+
+def _drop_when_down(context: ExceptionContext) -> None:
+    """Whatever makes the database unavailable drops the pool's connections, not only a dead
+    socket: a server that answers but cannot write (a standby after a failover, a demoted
+    primary, a stale address) would otherwise keep every pooled session, and each would fail
+    again, for as long as it lives. The next checkout connects anew and finds the primary."""
+    error = context.sqlalchemy_exception
+    if error is not None and database_down(error):
+        context.is_disconnect = True
 
 
 def _statement_name() -> str:

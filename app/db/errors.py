@@ -1,9 +1,10 @@
 """The one place where driver errors become domain errors.
 
-A database that is down, restarting or refusing connections must look the same to every
-caller, whichever driver layer noticed it (SQLAlchemy's pool, the asyncpg dialect, a raw
-asyncpg LISTEN session): :class:`~app.errors.DatabaseUnavailable`, retried later by the
-worker and answered 503 by the API. Everything else is a bug and stays what it is.
+A database that is down, restarting, refusing connections or unable to write (a standby, a
+primary demoted or behind a stale address: no primary) must look the same to every caller,
+whichever driver layer noticed it (SQLAlchemy's pool, the asyncpg dialect, a raw asyncpg
+LISTEN session): :class:`~app.errors.DatabaseUnavailable`, retried later by the worker and
+answered 503 by the API. Everything else is a bug and stays what it is.
 """
 
 from __future__ import annotations
@@ -27,11 +28,14 @@ CONNECTION_ERRORS: tuple[type[Exception], ...] = (
     asyncpg.PostgresConnectionError,
     asyncpg.CannotConnectNowError,
     asyncpg.TooManyConnectionsError,
+    asyncpg.TargetServerAttributeNotMatched,  # no host of the list is a primary (yet)
 )
 # A server going away, restarting or not taking connections yet: connection exceptions (class
 # 08), admin/crash shutdown and "cannot connect now" (57P01-57P03), too many connections. The
-# asyncpg dialect wraps these as a plain DBAPIError, with the SQLSTATE on ``orig``.
-_UNAVAILABLE_SQLSTATES = ("08", "57P01", "57P02", "57P03", "53300")
+# asyncpg dialect wraps these as a plain DBAPIError, with the SQLSTATE on ``orig``. And a
+# server that answers but cannot write (25006 read_only_sql_transaction: a hot standby, a
+# demoted primary, default_transaction_read_only) is no primary: the same as none at all.
+_UNAVAILABLE_SQLSTATES = ("08", "57P01", "57P02", "57P03", "53300", "25006")
 
 
 # What a statement's data made PostgreSQL refuse: a data exception (class 22: a value out of
@@ -61,8 +65,13 @@ def database_down(exc: BaseException) -> bool:
     """Whether ``exc`` means PostgreSQL cannot be reached now (retry later), not a bad statement."""
     if isinstance(exc, (DatabaseUnavailable, *CONNECTION_ERRORS)):
         return True
-    if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:
-        return True
+    if isinstance(exc, sa_exc.DBAPIError):
+        if exc.connection_invalidated:
+            return True
+        # The dialect wraps what asyncpg raised while connecting (no host of the list a
+        # primary, say) in a generic error; asyncpg's own is its cause.
+        if isinstance(exc.orig, Exception) and isinstance(exc.orig.__cause__, CONNECTION_ERRORS):
+            return True
     return _sqlstate(exc).startswith(_UNAVAILABLE_SQLSTATES)
 
 

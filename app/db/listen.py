@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 import asyncpg
 
 from app.backoff import Backoff
+from app.db.connect import connect
 from app.db.errors import database_down
 
 log = logging.getLogger(__name__)
@@ -76,8 +77,8 @@ async def _listen_once(
     """Listen until the connection dies; a probe notices a silently dead socket."""
     # asyncpg's own timeouts, not asyncio.wait_for: on Python 3.11 wait_for can swallow a
     # cancel that arrives as the connection completes, and a hub being stopped then never stops.
-    conn: asyncpg.Connection = await asyncpg.connect(
-        dsn, timeout=connect_timeout_s, server_settings={"application_name": application_name}
+    conn: asyncpg.Connection = await connect(
+        dsn, per_host_timeout_s=connect_timeout_s, server_settings={"application_name": application_name}
     )
     lost = asyncio.Event()
     conn.add_termination_listener(lambda _conn: lost.set())

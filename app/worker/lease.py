@@ -19,6 +19,7 @@ import uuid
 from types import TracebackType
 from typing import Protocol
 
+from app.backoff import Backoff
 from app.db.engine import create_engine
 from app.domain import WorkerInfo
 from app.errors import DatabaseUnavailable
@@ -105,16 +106,24 @@ class Heartbeat:
         )
         queue = Queue(engine, lease_s=self._lease_s)
         try:
-            # The first beat at once, so a worker is listed before its first claim.
-            loop.run_until_complete(self._beat(queue))
-            while not self._stopped.wait(self._interval_s):
-                loop.run_until_complete(self._beat(queue))
+            # The first beat at once, so a worker is listed before its first claim. After a
+            # failed one the next comes sooner (backing off to 2 s at most): a failover shorter
+            # than the lease then costs no run its lease.
+            backoff = Backoff()
+            wait_s = 0.0
+            while not self._stopped.wait(wait_s):
+                if loop.run_until_complete(self._beat(queue)):
+                    backoff.reset()
+                    wait_s = self._interval_s
+                else:
+                    wait_s = min(backoff.next(), self._interval_s)
             loop.run_until_complete(self._forget(queue))
         finally:
             loop.run_until_complete(engine.dispose())
             loop.close()
 
-    async def _beat(self, queue: Queue) -> None:
+    async def _beat(self, queue: Queue) -> bool:
+        """Renew every lease held; False when the database did not answer."""
         with self._lock:
             held = dict(self._held)
         started = time.perf_counter()
@@ -128,7 +137,7 @@ class Heartbeat:
             else:
                 log.exception("lease renewal failed")
             self._expire_unrenewed(held)
-            return
+            return False
         HEARTBEAT_DURATION.observe(time.perf_counter() - started)
         self.idle_workers = check.idle_workers
         renewed_at = time.monotonic()
@@ -140,6 +149,7 @@ class Heartbeat:
             held[run_id].lease_lost()
         for run_id in check.cancel_requested - check.lost:
             held[run_id].cancel_requested()
+        return True
 
     async def _forget(self, queue: Queue) -> None:
         # Left behind if the database is down now: the reaper deletes it once it is stale.

@@ -12,12 +12,14 @@ from prometheus_client import start_http_server
 
 from app import heap, tracing
 from app.agents.model_client import close_shared_clients
-from app.db.engine import asyncpg_dsn, worker_engines
+from app.db.engine import worker_engines
+from app.db.url import asyncpg_dsn
 from app.domain import WorkerInfo
 from app.guards.redact import Redactor
 from app.logs import configure_logging, log_context
 from app.queue import Queue
 from app.settings import Settings
+from app.worker.deadline import MARGIN_S, StopDeadline
 from app.worker.lease import Heartbeat
 from app.worker.reaper import reap_forever
 from app.worker.runner import Runner
@@ -36,10 +38,19 @@ def run_worker(settings: Settings, *, database_url: str, concurrency: int) -> in
 
     async def main() -> None:
         stop = asyncio.Event()
+        deadline = StopDeadline(settings.shutdown_grace_s + MARGIN_S)
+
+        def stopping() -> None:
+            stop.set()
+            deadline.arm()
+
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await serve(settings, database_url=database_url, concurrency=concurrency, stop=stop)
+            loop.add_signal_handler(sig, stopping)
+        try:
+            await serve(settings, database_url=database_url, concurrency=concurrency, stop=stop)
+        finally:
+            deadline.disarm()
 
     heap.settle()
     uvloop.run(main())  # the loop uvicorn gives the API: its reads and timers cost less CPU
@@ -86,17 +97,18 @@ async def serve(
         try:
             with heartbeat:
                 background = [
-                    asyncio.create_task(wakeup.run()),
-                    asyncio.create_task(sender.run()),
+                    asyncio.create_task(wakeup.run(), name="listen"),
+                    asyncio.create_task(sender.run(), name="webhook-sender"),
                     asyncio.create_task(
                         reap_forever(
                             queue,
                             interval_s=settings.reaper_s,
                             retention_s=settings.retention_days * 86400,
-                        )
+                        ),
+                        name="reaper",
                     ),
                 ]
-                claiming = asyncio.create_task(runner.claim_until_stopped())
+                claiming = asyncio.create_task(runner.claim_until_stopped(), name="claim-loop")
                 await stop.wait()
                 log.info("stopping: no new claims")
                 runner.stop_claiming()

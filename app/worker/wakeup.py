@@ -34,7 +34,7 @@ class Wakeup:
     on_webhook: Callable[[], None] | None = None
     on_listening: Callable[[bool], None] = lambda _up: None
     check_s: float = 5.0
-    max_backoff_s: float = 10.0
+    max_backoff_s: float = 2.0
 
     async def run(self) -> None:
         handlers = {

@@ -87,8 +87,11 @@ class WebhookSender:
                     taken = await self._take(client, free) if free > 0 else 0
                     if free > 0 and taken == free:
                         continue  # more may be due
+                    # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a
+                    # cancel, and a worker told to stop then never stops.
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._wakeup.wait(), self._poll_s)
+                        async with asyncio.timeout(self._poll_s):
+                            await self._wakeup.wait()
             finally:
                 for task in self._sending:
                     task.cancel()

@@ -25,6 +25,7 @@ from bench.scale.netns import Host
 PG_PORT = 5432
 API_PORT = 8000
 WORKER_READY = "application_name = 'runq-listen'"
+STOP_TIMEOUT_S = 30.0
 # Short leases, so that a partition longer than a lease fits in a short run; quick reaper
 # passes on every worker; no shutdown grace (a stopped worker releases its runs at once).
 WORKER_SETTINGS = {
@@ -89,7 +90,15 @@ class Cluster:
         fewer, larger ones."""
         for _, child in self.workers.values():
             child.proc.terminate()
-        await asyncio.gather(*(child.proc.wait() for _, child in self.workers.values()))
+        try:  # a worker ends itself past its grace (app/worker/deadline.py); this is the backstop
+            async with asyncio.timeout(STOP_TIMEOUT_S):
+                await asyncio.gather(*(child.proc.wait() for _, child in self.workers.values()))
+        except TimeoutError:
+            for _, child in self.workers.values():
+                if child.proc.returncode is None:
+                    print(f"warning: worker {child.proc.pid} ignored SIGTERM; killed", file=sys.stderr)
+                    child.proc.kill()
+            await asyncio.gather(*(child.proc.wait() for _, child in self.workers.values()))
         self.workers.clear()
 
     def host_of(self, worker_id: str) -> str:

@@ -27,7 +27,8 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from app.db.engine import asyncpg_dsn, create_engine
+from app.db.engine import create_engine
+from app.db.url import asyncpg_dsn
 from app.domain import Event, Run, Status
 from app.queue import Queue
 from tests.api_support import ROOT

@@ -26,8 +26,9 @@ from prometheus_client import REGISTRY
 from sqlalchemy import text
 
 from app.db.embedded import EmbeddedPostgres
-from app.db.engine import asyncpg_dsn, create_engine
+from app.db.engine import create_engine
 from app.db.migrate import upgrade
+from app.db.url import asyncpg_dsn
 from app.domain import Status
 from app.errors import DatabaseUnavailable
 from app.queue import NewRun, Queue

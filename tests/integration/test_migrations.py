@@ -14,9 +14,9 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from app.db.engine import async_url, asyncpg_dsn
 from app.db.migrate import alembic_config, upgrade
 from app.db.schema import metadata
+from app.db.url import async_url, asyncpg_dsn
 from tests.conftest import _admin
 
 

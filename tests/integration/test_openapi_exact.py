@@ -93,6 +93,15 @@ BUSINESS_RULES = {
       for path in ("/runs", "/runs/batch", "/runs/stream", "/runs/wait", "/threads/{thread_id}/runs",
                    "/threads/{thread_id}/runs/stream", "/threads/{thread_id}/runs/wait", "/runs/crons",
                    "/threads/{thread_id}/runs/crons")),
+    # As for runq's own thread routes, the stateful phase follows the link from a refused
+    # POST /langgraph/threads with the id "None".
+    *(("positive_data_acceptance", f"{method} /langgraph/threads/{{thread_id}}{tail}", "invalid_id")
+      for method, tail in (("GET", ""), ("PATCH", ""), ("DELETE", ""), ("POST", "/copy"), ("GET", "/state"),
+                           ("POST", "/state"), ("GET", "/state/{checkpoint_id}"), ("GET", "/history"),
+                           ("POST", "/history"), ("GET", "/runs"), ("POST", "/runs"), ("POST", "/runs/stream"),
+                           ("POST", "/runs/wait"), ("GET", "/runs/{run_id}"), ("GET", "/runs/{run_id}/join"),
+                           ("GET", "/runs/{run_id}/stream"), ("POST", "/runs/{run_id}/cancel"),
+                           ("POST", "/runs/crons"))),
     # A bulk cancel names its runs or a status: an empty body names nothing.
     ("positive_data_acceptance", "POST /langgraph/runs/cancel", "validation_error"),
     # LangGraph's crons are schedules (docs/langgraph-server.md): five cron fields cronsim accepts,

@@ -19,7 +19,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.backoff import RetryBackoff
-from app.db.engine import asyncpg_dsn
+from app.db.url import asyncpg_dsn
 from app.domain import Claim, Finish, Status, WorkerInfo
 from app.errors import IdempotencyConflict, LeaseLost, NotRequeueable, RunFinished, RunNotFound
 from app.queue import CLAIM_BATCH, EVENTS_CHANNEL, Ended, NewRun, Queue

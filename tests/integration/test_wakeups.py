@@ -22,8 +22,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.embedded import EmbeddedPostgres
-from app.db.engine import asyncpg_dsn, create_engine
+from app.db.engine import create_engine
 from app.db.migrate import upgrade
+from app.db.url import asyncpg_dsn
 from app.domain import WorkerInfo
 from app.queue import NewRun, Queue, channels
 from tests.conftest import TABLES

@@ -143,7 +143,10 @@ async def test_an_interrupt_pauses_the_thread_and_a_command_resumes_it(lg: LangG
     got = await lg.threads.get(thread["thread_id"])
     assert got["status"] == "interrupted"
     [(task_id, interrupts)] = got["interrupts"].items()
-    assert [i["value"] for i in interrupts] == [{"question": "name?"}]
+    assert [i["value"] for i in interrupts] == [{"question": "name?"}] and set(interrupts[0]) == {
+        "id",
+        "value",
+    }
     state = await lg.threads.get_state(thread["thread_id"])
     assert state["next"] == ["ask"] and state["tasks"][0]["id"] == task_id
     assert state["tasks"][0]["interrupts"] == interrupts

@@ -20,8 +20,8 @@ import asyncpg
 
 from app.api.keys import create_key
 from app.db.embedded import EmbeddedPostgres
-from app.db.engine import asyncpg_dsn
 from app.db.migrate import upgrade
+from app.db.url import asyncpg_dsn
 from tests import pgbouncer_support
 from tests.api_support import ApiProcess, free_port
 from tests.chaos.conftest import CHAOS_ENV, WorkerProcess

@@ -12,7 +12,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.api.listener import EventHub
-from app.db.engine import asyncpg_dsn
+from app.db.url import asyncpg_dsn
 from app.main import create_app
 from app.queue import Queue
 from app.settings import Settings

@@ -49,6 +49,12 @@ def _checkpoint(config: Any) -> dict[str, Any] | None:
     }
 
 
+def interrupts_json(interrupts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Open interrupts as a thread and its state show them: ``{id, value}`` (the values stream
+    and ``wait`` show all of an ``Interrupt``'s fields)."""
+    return [{"id": i["id"], "value": i["value"]} for i in interrupts]
+
+
 def state_json(snapshot: Any) -> dict[str, Any]:
     """One ``StateSnapshot`` as LangGraph's server writes it."""
     return {
@@ -60,7 +66,7 @@ def state_json(snapshot: Any) -> dict[str, Any]:
                 "name": t.name,
                 "path": wire_json(t.path),
                 "error": None if t.error is None else repr(t.error),
-                "interrupts": wire_json(list(t.interrupts)),
+                "interrupts": interrupts_json(wire_json(list(t.interrupts))),
                 "checkpoint": None,
                 "state": None,
                 "result": wire_json(t.result),
@@ -71,7 +77,7 @@ def state_json(snapshot: Any) -> dict[str, Any]:
         "created_at": snapshot.created_at,
         "checkpoint": _checkpoint(snapshot.config),
         "parent_checkpoint": _checkpoint(snapshot.parent_config),
-        "interrupts": wire_json(list(snapshot.interrupts)),
+        "interrupts": interrupts_json(wire_json(list(snapshot.interrupts))),
     }
 
 

@@ -24,7 +24,12 @@ from app.api.protocols.langgraph.schemas import (
     ThreadSearchRequest,
     ThreadStateUpdate,
 )
-from app.api.protocols.langgraph.state import thread_history, thread_state, update_state
+from app.api.protocols.langgraph.state import (
+    interrupts_json,
+    thread_history,
+    thread_state,
+    update_state,
+)
 from app.api.protocols.langgraph.status import last_values, paused, thread_status
 from app.domain import Run, Thread
 from app.errors import RunFinished, RunNotFound, ThreadBusy
@@ -44,7 +49,8 @@ async def last_run(runtime: Runtime, thread: Thread) -> Run | None:
 
 async def thread_json(runtime: Runtime, thread: Thread) -> dict[str, Any]:
     last = await last_run(runtime, thread)
-    interrupts = last.output.get("interrupts", {}) if paused(last) and last is not None else {}
+    stored = last.output.get("interrupts", {}) if paused(last) and last is not None else {}
+    interrupts = {task: interrupts_json(found) for task, found in stored.items()}
     return {
         "thread_id": str(thread.id),
         "created_at": thread.created_at.isoformat(),
