@@ -10,7 +10,7 @@ import uuid
 import asyncpg
 from langgraph_sdk.client import LangGraphClient
 
-from app.db.engine import asyncpg_dsn
+from app.db.url import asyncpg_dsn
 from tests.langgraph_server.conftest import Server, runq_only
 from tests.langgraph_server.test_conformance import WITHIN_S
 from tests.worker_support import wait_until

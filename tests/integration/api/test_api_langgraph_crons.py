@@ -58,9 +58,9 @@ async def test_create_search_count_update_delete(lg: LangGraphClient) -> None:
     assert await lg.crons.count(assistant_id="counter") == 2
     assert await lg.crons.count(metadata={"team": "b"}) == 0
 
-    updated = await lg.crons.update(other["cron_id"], schedule="0 * * * *", input={"count": 8}, enabled=True)
-    assert (updated["schedule"], updated["payload"]["input"], updated["enabled"]) == ("0 * * * *", {"count": 8}, True)
-    assert updated["next_run_date"] != other["next_run_date"]
+    updated = await lg.crons.update(other["cron_id"], schedule="0 0 1 1 *", input={"count": 8}, enabled=True)
+    assert (updated["schedule"], updated["payload"]["input"], updated["enabled"]) == ("0 0 1 1 *", {"count": 8}, True)
+    assert datetime.fromisoformat(updated["next_run_date"]).strftime("%m-%d %H:%M") == "01-01 00:00"  # its new slot
 
     await lg.crons.delete(cron["cron_id"])
     assert await lg.crons.count() == 1
