@@ -183,6 +183,9 @@ async def test_a_background_run_is_listed_read_and_joined(lg: LangGraphClient) -
     }
     got = await lg.runs.get(thread["thread_id"], run["run_id"])
     assert (got["status"], got["metadata"]["m"]) == ("success", 1)
+    assert got["assistant_id"] == str(uuid.uuid5(NAMESPACE, "counter"))
+    metadata = (await lg.threads.get(thread["thread_id"]))["metadata"]
+    assert (metadata["graph_id"], metadata["assistant_id"]) == ("counter", got["assistant_id"])
     listed = await lg.runs.list(thread["thread_id"])
     assert [r["run_id"] for r in listed] == [run["run_id"]]
 

@@ -26,6 +26,18 @@ GATE_POLL_S = 0.05
 GATE_TIMEOUT_S = 60.0
 
 
+def _chain(state: Any, *nodes: tuple[str, Any]) -> StateGraph[Any]:
+    """A builder running ``nodes`` (name, function or subgraph) one after the other."""
+    builder = StateGraph(state)
+    previous = START
+    for name, node in nodes:
+        builder.add_node(name, node)
+        builder.add_edge(previous, name)
+        previous = name
+    builder.add_edge(previous, END)
+    return builder
+
+
 async def _model_node(state: MessagesState) -> dict[str, Any]:
     from langchain_openai import ChatOpenAI
 
@@ -39,11 +51,7 @@ async def _model_node(state: MessagesState) -> dict[str, Any]:
     return {"messages": [await model.ainvoke(state["messages"])]}
 
 
-_chat = StateGraph(MessagesState)
-_chat.add_node("model", _model_node)
-_chat.add_edge(START, "model")
-_chat.add_edge("model", END)
-chat = _chat.compile()
+chat = _chain(MessagesState, ("model", _model_node)).compile()
 
 
 class Counter(TypedDict):
@@ -60,12 +68,7 @@ def _two(state: Counter) -> dict[str, Any]:
     return {"count": state["count"] * 10, "steps": ["two"]}
 
 
-counter_builder = StateGraph(Counter)
-counter_builder.add_node("one", _one)
-counter_builder.add_node("two", _two)
-counter_builder.add_edge(START, "one")
-counter_builder.add_edge("one", "two")
-counter_builder.add_edge("two", END)
+counter_builder = _chain(Counter, ("one", _one), ("two", _two))
 
 
 class Ask(TypedDict):
@@ -79,11 +82,7 @@ def _ask(state: Ask) -> dict[str, Any]:
 
 def make_ask(config: RunnableConfig) -> Any:
     """A factory: LangGraph's server calls it with the run's config."""
-    builder = StateGraph(Ask)
-    builder.add_node("ask", _ask)
-    builder.add_edge(START, "ask")
-    builder.add_edge("ask", END)
-    return builder.compile()
+    return _chain(Ask, ("ask", _ask)).compile()
 
 
 class Gate(TypedDict):
@@ -100,40 +99,22 @@ async def _wait_gate(state: Gate) -> dict[str, Any]:
     return {"passed": True}
 
 
-_gated = StateGraph(Gate)
-_gated.add_node("wait", _wait_gate)
-_gated.add_edge(START, "wait")
-_gated.add_edge("wait", END)
-gated = _gated.compile()
+gated = _chain(Gate, ("wait", _wait_gate)).compile()
 
 
 class Nested(TypedDict):
     path: Annotated[list[str], operator.add]
 
 
-_inner = StateGraph(Nested)
-_inner.add_node("inner", lambda state: {"path": ["inner"]})
-_inner.add_edge(START, "inner")
-_inner.add_edge("inner", END)
-
-_nested = StateGraph(Nested)
-_nested.add_node("child", _inner.compile())
-_nested.add_node("after", lambda state: {"path": ["after"]})
-_nested.add_edge(START, "child")
-_nested.add_edge("child", "after")
-_nested.add_edge("after", END)
-nested = _nested.compile()
+_inner = _chain(Nested, ("inner", lambda state: {"path": ["inner"]})).compile()
+nested = _chain(Nested, ("child", _inner), ("after", lambda state: {"path": ["after"]})).compile()
 
 
 def _boom(state: Nested) -> dict[str, Any]:
     raise ValueError("boom")
 
 
-_boom_graph = StateGraph(Nested)
-_boom_graph.add_node("boom", _boom)
-_boom_graph.add_edge(START, "boom")
-_boom_graph.add_edge("boom", END)
-boom = _boom_graph.compile()
+boom = _chain(Nested, ("boom", _boom)).compile()
 
 
 class Visit(TypedDict):
@@ -149,8 +130,4 @@ async def _count_visit(state: Visit) -> dict[str, Any]:
     return {"visits": visits}
 
 
-_memory = StateGraph(Visit)
-_memory.add_node("count", _count_visit)
-_memory.add_edge(START, "count")
-_memory.add_edge("count", END)
-memory = _memory.compile()
+memory = _chain(Visit, ("count", _count_visit)).compile()

@@ -40,7 +40,9 @@ async def create_run(
     with the runs in flight: the thread-token scope check is runq's own) or on its own."""
     if thread_id is not None and not (body.if_not_exists == "create" and caller.grant is None):
         await caller.thread()  # 404 before anything about the body
-    graph_id = assistant(runtime, body.assistant_id, status=422).graph_id
+    found = assistant(runtime, body.assistant_id, status=422)
+    graph_id = found.graph_id
+    body = body.model_copy(update={"assistant_id": str(found.assistant_id)})  # a graph id names it too
     # Only the fields the request set, so a thread token's refusals (``delay_s``, ``webhook``)
     # see what it asked.
     fields: dict[str, Any] = {"delay_s": body.after_seconds} if body.after_seconds else {}
