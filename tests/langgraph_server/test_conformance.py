@@ -241,6 +241,7 @@ async def test_update_state_then_run_from_it(lg: LangGraphClient) -> None:
     await lg.threads.update_state(thread["thread_id"], {"count": 5}, as_node="one")
     state = await lg.threads.get_state(thread["thread_id"])
     assert state["values"]["count"] == 5 and state["next"] == ["two"]
+    assert (await lg.threads.get(thread["thread_id"]))["values"] == state["values"]
     assert (await lg.runs.wait(thread["thread_id"], "counter", input=None))["count"] == 50
 
 
@@ -448,3 +449,14 @@ async def test_a_graph_that_raises_fails_its_run_and_thread(lg: LangGraphClient)
     assert (await lg.threads.get(thread["thread_id"]))["status"] == "error"
     waited = await lg.runs.wait(thread["thread_id"], "boom", input={"path": []}, raise_error=False)
     assert waited == {"__error__": {"error": "ValueError", "message": "boom"}}
+
+
+async def test_the_state_of_a_thread_naming_no_served_graph_is_404(lg: LangGraphClient) -> None:
+    thread = await lg.threads.create(metadata={"graph_id": "no-such-graph"})
+    with pytest.raises(NotFoundError):
+        await lg.threads.get_state(thread["thread_id"])
+    assert (await lg.threads.get(thread["thread_id"]))["values"] is None
+    fresh = await lg.threads.create()
+    state = await lg.threads.get_state(fresh["thread_id"])
+    assert (state["values"], state["next"], state["tasks"]) == ({}, [], [])
+

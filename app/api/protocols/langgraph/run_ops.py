@@ -42,7 +42,8 @@ async def create_run(
         await caller.thread()  # 404 before anything about the body
     found = assistant(runtime, body.assistant_id, status=422)
     graph_id = found.graph_id
-    body = body.model_copy(update={"assistant_id": str(found.assistant_id)})  # a graph id names it too
+    # The run and thread name the assistant by its UUID, whichever id (or the graph's) came.
+    body = body.model_copy(update={"assistant_id": str(found.assistant_id)})
     # Only the fields the request set, so a thread token's refusals (``delay_s``, ``webhook``)
     # see what it asked.
     fields: dict[str, Any] = {"delay_s": body.after_seconds} if body.after_seconds else {}

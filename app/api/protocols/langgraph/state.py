@@ -9,7 +9,7 @@ from typing import Any
 from app.agents.langgraph_wire import wire_json
 from app.api.deps import Runtime
 from app.api.problems import ApiProblem
-from app.api.protocols.langgraph.graphs import compiled
+from app.api.protocols.langgraph.graphs import assistants, compiled
 from app.domain import Thread
 
 EMPTY_STATE: dict[str, Any] = {
@@ -25,10 +25,13 @@ EMPTY_STATE: dict[str, Any] = {
 
 
 def thread_graph(runtime: Runtime, thread: Thread) -> Any | None:
-    """The graph a thread's runs ran (its ``graph_id`` metadata), or None before any."""
+    """The graph a thread's runs ran (its ``graph_id`` metadata), None before any; 404 when
+    that names no graph served here (a client may set the metadata to anything)."""
     graph_id = thread.metadata.get("graph_id")
-    if not isinstance(graph_id, str) or graph_id not in runtime.settings.agent_registry:
+    if graph_id is None:
         return None
+    if graph_id not in {a.graph_id for a in assistants(runtime)}:
+        raise ApiProblem(404, "not_found", f"the thread's graph {graph_id!r} is not served here")
     return compiled(runtime, graph_id)
 
 

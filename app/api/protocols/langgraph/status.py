@@ -4,7 +4,7 @@ by ``interrupt()`` ended (``success``) and left its thread ``interrupted``; a ca
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from app.domain import Run, Status, Thread
 
@@ -44,9 +44,3 @@ def thread_status(thread: Thread, last: Run | None) -> ThreadStatus:
     if last is not None and last.status is Status.DEAD:
         return "error"
     return "interrupted" if paused(last) else "idle"
-
-
-def last_values(last: Run | None) -> Any:
-    """The thread's values as its last finished run left them (None before any)."""
-    output = last.output if last is not None and last.status is Status.DONE else None
-    return output.get("values") if isinstance(output, dict) else None

@@ -25,12 +25,12 @@ from app.api.protocols.langgraph.schemas import (
     ThreadStateUpdate,
 )
 from app.api.protocols.langgraph.state import (
-    interrupts_json,
+    EMPTY_STATE,
     thread_history,
     thread_state,
     update_state,
 )
-from app.api.protocols.langgraph.status import last_values, paused, thread_status
+from app.api.protocols.langgraph.status import thread_status
 from app.domain import Run, Thread
 from app.errors import RunFinished, RunNotFound, ThreadBusy
 from app.queue.graph_checkpoints import GraphCheckpoints
@@ -48,16 +48,21 @@ async def last_run(runtime: Runtime, thread: Thread) -> Run | None:
 
 
 async def thread_json(runtime: Runtime, thread: Thread) -> dict[str, Any]:
+    """The thread as LangGraph shows it: its status from its runs, its values and open
+    interrupts from its graph's latest checkpoint (also after an ``update_state``)."""
     last = await last_run(runtime, thread)
-    stored = last.output.get("interrupts", {}) if paused(last) and last is not None else {}
-    interrupts = {task: interrupts_json(found) for task, found in stored.items()}
+    try:
+        state = await thread_state(runtime, thread)
+    except ApiProblem:  # its graph is not served here: the thread is still shown
+        state = EMPTY_STATE
+    interrupts = {task["id"]: task["interrupts"] for task in state["tasks"] if task["interrupts"]}
     return {
         "thread_id": str(thread.id),
         "created_at": thread.created_at.isoformat(),
         "updated_at": thread.updated_at.isoformat(),
         "metadata": thread.metadata,
         "status": thread_status(thread, last),
-        "values": last_values(last),
+        "values": state["values"] if state["checkpoint"] is not None else None,
         "interrupts": interrupts,
         "config": {},
         "error": None,
