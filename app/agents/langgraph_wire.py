@@ -15,6 +15,7 @@ STREAM_MODES = {
     "values": "values",
     "updates": "updates",
     "messages-tuple": "messages",
+    "messages": "messages",
     "custom": "custom",
     "debug": "debug",
     "tasks": "tasks",

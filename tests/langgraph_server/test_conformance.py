@@ -460,3 +460,24 @@ async def test_the_state_of_a_thread_naming_no_served_graph_is_404(lg: LangGraph
     state = await lg.threads.get_state(fresh["thread_id"])
     assert (state["values"], state["next"], state["tasks"]) == ({}, [], [])
 
+
+async def test_messages_mode_sends_each_message_so_far(server: Server, lg: LangGraphClient) -> None:
+    server.model.script(answer("Hello there"))
+    thread = await lg.threads.create()
+    parts = await collect(
+        lg.runs.stream(
+            thread["thread_id"],
+            "chat",
+            input={"messages": [{"role": "user", "content": "hi"}]},
+            stream_mode="messages",
+        )
+    )
+    events = [p.event for p in parts]
+    assert events[:2] == ["metadata", "messages/metadata"] and set(events[2:]) == {
+        "messages/partial"
+    }
+    [(message_id, metadata)] = parts[1].data.items()
+    assert metadata["metadata"]["langgraph_node"] == "model"
+    contents = [p.data[0]["content"] for p in parts[2:]]
+    assert contents[-1] == "Hello there" and contents == sorted(contents, key=len)
+    assert {(p.data[0]["type"], p.data[0]["id"]) for p in parts[2:]} == {("ai", message_id)}

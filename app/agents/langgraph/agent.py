@@ -129,6 +129,10 @@ class LangGraphAgent:
         LangGraph's server sends them (none for a runq agent: runq's own events say it)."""
         return ()
 
+    def wire_frames(self, ctx: RunContext, mode: str, chunk: Any) -> list[tuple[str, Any]]:
+        """The ``(event, data)`` frames one chunk of a stream mode makes."""
+        return [(mode, wire_json(chunk))]
+
     def stream_options(self, ctx: RunContext) -> dict[str, Any]:
         """The arguments of ``astream`` besides the input, config and modes."""
         return {"durability": self.durability}
@@ -160,7 +164,8 @@ class LangGraphAgent:
         async for part in stream:
             namespace, mode, chunk = part if len(part) == 3 else ((), *part)
             if mode in wire:  # a subgraph's as LangGraph's server names it: "updates|child:<task>"
-                await ctx.emit("langgraph", {"event": "|".join((mode, *namespace)), "data": wire_json(chunk)})
+                for event, data in self.wire_frames(ctx, mode, chunk):
+                    await ctx.emit("langgraph", {"event": "|".join((event, *namespace)), "data": data})
             if mode == "messages":
                 message = chunk[0]
                 if isinstance(message, AIMessageChunk) and message.text:

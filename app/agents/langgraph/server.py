@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, ClassVar
 
+from langchain_core.messages import BaseMessageChunk, message_chunk_to_message
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph, StateGraph
 from langgraph.pregel import Pregel
@@ -21,6 +22,7 @@ from app.agents.langgraph.agent import LangGraphAgent
 from app.agents.langgraph.saver import RunqSaver
 from app.agents.langgraph_wire import STREAM_MODES, ServerRunInput, wire_json
 from app.errors import QueueError
+from app.settings import Settings
 
 
 class ServerGraphAgent(LangGraphAgent):
@@ -30,6 +32,10 @@ class ServerGraphAgent(LangGraphAgent):
     source: ClassVar[Any]  # the compiled graph, the builder or the factory
     input_schema = ServerRunInput
     waits_on_interrupt = False
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        super().__init__(settings)
+        self._messages: dict[str, Any] = {}  # the ``messages`` mode's messages so far, by id
 
     async def run(self, ctx: RunContext) -> dict[str, Any]:
         try:
@@ -61,6 +67,25 @@ class ServerGraphAgent(LangGraphAgent):
     def stream_modes(self, ctx: RunContext) -> tuple[str, ...]:
         asked = ServerRunInput.model_validate(ctx.input).stream_mode
         return tuple(dict.fromkeys(STREAM_MODES[m] for m in asked if m in STREAM_MODES))
+
+    def wire_frames(self, ctx: RunContext, mode: str, chunk: Any) -> list[tuple[str, Any]]:
+        """``messages-tuple`` sends each token as ``[chunk, metadata]``; ``messages`` (unless the
+        tuple form is asked too, as on the reference) sends ``messages/metadata`` once per
+        message, then the message so far as ``messages/partial`` (``messages/complete`` for a
+        message that came whole)."""
+        asked = ServerRunInput.model_validate(ctx.input).stream_mode
+        if mode != "messages" or "messages-tuple" in asked:
+            return super().wire_frames(ctx, mode, chunk)
+        message, metadata = chunk
+        frames: list[tuple[str, Any]] = []
+        if message.id in self._messages:
+            self._messages[message.id] += message
+        else:
+            self._messages[message.id] = message
+            frames.append(("messages/metadata", {message.id: {"metadata": wire_json(metadata)}}))
+        event = "messages/partial" if isinstance(message, BaseMessageChunk) else "messages/complete"
+        frames.append((event, [wire_json(message_chunk_to_message(self._messages[message.id]))]))
+        return frames
 
     def stream_options(self, ctx: RunContext) -> dict[str, Any]:
         body = ServerRunInput.model_validate(ctx.input)
