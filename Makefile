@@ -9,7 +9,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8000
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 
-.PHONY: install install-dev node-deps chat-example run test test-integration test-pgbouncer chaos bench bench-smoke scale failover lint clean conformance-langgraph
+.PHONY: install install-dev node-deps chat-example langgraph-chat-example run test test-integration test-pgbouncer chaos bench bench-smoke scale failover lint clean conformance-langgraph
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,13 @@ $(CHAT_DIST): examples/chat/package-lock.json examples/chat/index.html examples/
 	cd examples/chat && npm ci --no-audit --no-fund --loglevel=error && npx vite build --logLevel error
 chat-example: $(CHAT_DIST)
 
+# examples/langgraph-chat (Vite + React + `useStream` of `@langchain/langgraph-sdk` 1.15), built
+# into examples/langgraph-chat/dist; tests/ui/test_langgraph_chat.py drives it in Chromium.
+LANGGRAPH_CHAT_DIST := examples/langgraph-chat/dist/index.html
+$(LANGGRAPH_CHAT_DIST): examples/langgraph-chat/package-lock.json examples/langgraph-chat/index.html examples/langgraph-chat/vite.config.js $(wildcard examples/langgraph-chat/src/*) $(wildcard examples/chat/src/*)
+	cd examples/langgraph-chat && npm ci --no-audit --no-fund --loglevel=error && npx vite build --logLevel error
+langgraph-chat-example: $(LANGGRAPH_CHAT_DIST)
+
 # `make run PORT=8080 HOST=0.0.0.0` when 8000 is taken or the API must be reachable from elsewhere.
 # `make run EXTRAS=pydantic-ai` (or `langgraph`, `openai-agents`, several comma-separated) also installs a
 # framework adapter, for agents registered with RUNQ_AGENTS that are written with it.
@@ -48,7 +55,7 @@ run: install
 	$(if $(EXTRAS),$(BIN)/python -m pip install -q -e '.[$(EXTRAS)]')
 	$(BIN)/runq dev --host $(HOST) --port $(PORT)
 
-test: install-dev node-deps chat-example
+test: install-dev node-deps chat-example langgraph-chat-example
 	$(PYTEST) tests
 
 test-integration: install-dev
@@ -115,4 +122,4 @@ lint: install-dev
 	cd clients/python && ../../$(BIN)/mypy --strict
 
 clean:
-	rm -rf $(VENV) $(REF_VENV) .runq *.egg-info examples/chat/node_modules examples/chat/dist
+	rm -rf $(VENV) $(REF_VENV) .runq *.egg-info examples/chat/node_modules examples/chat/dist examples/langgraph-chat/node_modules examples/langgraph-chat/dist

@@ -149,6 +149,7 @@ class Schedule:
     every_s: float | None
     timezone: str
     next_run_at: datetime
+    ends_at: datetime | None  # no slot after it fires
     paused: bool
     last_run_id: uuid.UUID | None
     # why the reaper could not fire it (it tries again a minute later), and when; None once it fires

@@ -28,7 +28,7 @@ from app.queue import Queue
 from app.settings import get_settings
 from tests import pgbouncer_support
 
-TABLES = "langgraph_checkpoint_writes, langgraph_checkpoints, tenant_usage_hourly, queue_samples, workers, thread_messages, threads, webhook_deliveries, webhook_secrets, schedules, run_events, run_checkpoints, run_effects, waitpoints, run_subscribers, agent_runs, api_keys, tenant_limits, tenant_buckets, stream_slots"
+TABLES = "langgraph_store_items, langgraph_checkpoint_writes, langgraph_checkpoints, tenant_usage_hourly, queue_samples, workers, thread_messages, threads, webhook_deliveries, webhook_secrets, schedules, run_events, run_checkpoints, run_effects, waitpoints, run_subscribers, agent_runs, api_keys, tenant_limits, tenant_buckets, stream_slots"
 
 
 def _admin(url: str, sql: str) -> None:

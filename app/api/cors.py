@@ -20,9 +20,10 @@ from app.settings import Settings
 log = logging.getLogger(__name__)
 
 # What a frontend on another origin sends and may read. A preflight must name Authorization
-# itself: "*" does not cover it.
-CORS_REQUEST_HEADERS = ["Authorization", "Content-Type", "Last-Event-ID", "Idempotency-Key", "traceparent"]
-CORS_EXPOSED_HEADERS = ["Location", "Retry-After", "WWW-Authenticate", "RateLimit", "RateLimit-Policy"]
+# itself: "*" does not cover it. The LangGraph SDKs send their key as x-api-key, and useStream
+# reads a new run's id from Content-Location (reconnectOnMount joins that run after a reload).
+CORS_REQUEST_HEADERS = ["Authorization", "x-api-key", "Content-Type", "Last-Event-ID", "Idempotency-Key", "traceparent"]
+CORS_EXPOSED_HEADERS = ["Location", "Content-Location", "Retry-After", "WWW-Authenticate", "RateLimit", "RateLimit-Policy"]
 CORS_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 MAX_REMEMBERED_ORIGINS = 1000  # a stream of made-up origins cannot grow the set without bound
 

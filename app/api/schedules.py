@@ -62,6 +62,7 @@ class PatchSchedule(BaseModel):
 @response_model(
     Schedule,
     next_run_at=Field(description="the next slot; a paused schedule's is where it stopped"),
+    ends_at=Field(description="no slot after it fires (a LangGraph cron's end_time); null: none"),
     error=Field(
         description="why the workers could not fire it last time (tried again a minute later); null once it fires"
     ),

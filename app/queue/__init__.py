@@ -14,7 +14,8 @@ Modules by concern: :mod:`~app.queue.runs` (create, read, stop), :mod:`~app.queu
 outbox and signing secrets), :mod:`~app.queue.schedules` (schedules and their slots), :mod:`~app.queue.workers` (the
 worker registry), :mod:`~app.queue.threads` (conversations and their multitask strategies),
 :mod:`~app.queue.waits` (resuming waiting runs), :mod:`~app.queue.graph_checkpoints` (LangGraph's
-checkpoints, for the saver of ``app/agents/langgraph``), :mod:`~app.queue.limits` (tenant limits).
+checkpoints, for the saver of ``app/agents/langgraph``), :mod:`~app.queue.graph_store` (LangGraph's
+store, a tenant's items), :mod:`~app.queue.limits` (tenant limits).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from app.queue.codec import EncodedEvents, NewEvents, NewMessages, encode, reque
 from app.queue.events import Appended, Events, Stored
 from app.queue.finish import FINISH_IF_LEASED, Ended, Endings
 from app.queue.graph_checkpoints import Fence, GraphCheckpoints
+from app.queue.graph_store import GraphStore
 from app.queue.limits import LIMIT_NAMES, Limits, TenantUse
 from app.queue.maintenance import Maintenance
 from app.queue.ops import QUEUE_DEPTH, Ops, QueueDepth, QueueSample, QueueStats
@@ -86,7 +88,8 @@ __all__ = [
 
 
 class Queue(
-    Threads, Runs, Claims, Events, Endings, Maintenance, History, Waits, Ops, Webhooks, Schedules, Workers, Limits
+    Threads, Runs, Claims, Events, Endings, Maintenance, History, Waits, Ops, Webhooks, Schedules, Workers, Limits,
+    GraphStore,
 ):
     """The queue's operations; each method is one short transaction on its own connection."""
 

@@ -64,7 +64,22 @@ class StoredCheckpoint:
     writes: list[StoredWrite]
 
 
-class GraphCheckpoints(Store):
+class FencedWrites(Store):
+    """LangGraph's writes made for a runq attempt (checkpoints, store items), fenced by its lease."""
+
+    async def _write_fenced(self, write: TextClause, params: dict[str, Any], fence: Fence | None) -> Row[Any]:
+        """Run one of the writes fenced by a run's lease (none without a fence: the saver on its
+        own); :class:`LeaseLost` when the lease no longer holds, and then nothing was written."""
+        run_id, lease_id = (fence.run_id, fence.lease_id) if fence else (None, None)
+        fenced = params | {"run_id": run_id, "lease_id": lease_id}
+        async with self._statement() as conn:
+            row = (await conn.execute(write, fenced)).one()
+        if not row.held:
+            raise LeaseLost(str(run_id))
+        return row
+
+
+class GraphCheckpoints(FencedWrites):
     """Each method is one statement on one connection of the engine's bounded pool."""
 
     async def put_checkpoint(
@@ -163,17 +178,6 @@ class GraphCheckpoints(Store):
         return [
             _stored(row, thread_id=row.thread_id, checkpoint_ns=row.checkpoint_ns) for row in rows
         ]
-
-    async def _write_fenced(self, write: TextClause, params: dict[str, Any], fence: Fence | None) -> Row[Any]:
-        """Run one of the writes fenced by a run's lease (none without a fence: the saver on its
-        own); :class:`LeaseLost` when the lease no longer holds, and then nothing was written."""
-        run_id, lease_id = (fence.run_id, fence.lease_id) if fence else (None, None)
-        fenced = params | {"run_id": run_id, "lease_id": lease_id}
-        async with self._statement() as conn:
-            row = (await conn.execute(write, fenced)).one()
-        if not row.held:
-            raise LeaseLost(str(run_id or params["thread_id"]))
-        return row
 
     async def delete_threads(self, thread_ids: Sequence[str]) -> None:
         async with self._statement() as conn:

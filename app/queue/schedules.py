@@ -12,6 +12,7 @@ other: one its tenant's limits refuse now stays due until their ``Retry-After``.
 
 from __future__ import annotations
 
+import enum
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,7 +38,9 @@ CREATE_SCHEDULE = statement("create_schedule")
 GET_SCHEDULE = statement("get_schedule")
 LOCK_SCHEDULE = statement("lock_schedule")
 LIST_SCHEDULES = statement("list_schedules")
-SET_SCHEDULE_PAUSED = statement("set_schedule_paused")
+UPDATE_SCHEDULE = statement("update_schedule")
+SEARCH_SCHEDULES = statement("search_schedules")
+COUNT_SCHEDULES = statement("count_schedules")
 DELETE_SCHEDULE = statement("delete_schedule")
 DUE_SCHEDULES = statement("due_schedules")
 FIRE_SCHEDULES = statement("fire_schedules")
@@ -85,13 +88,42 @@ def _slots(rows: Sequence[Row[Any]], faults: dict[uuid.UUID, str]) -> dict[uuid.
     for row in rows:
         try:
             schedule = schedule_from_row(row)
-            slot, next_at = timing_of(schedule).latest_due(row.db_now, next_run_at=schedule.next_run_at)
+            # after downtime past its end, the last slot before the end (the due query saw one)
+            until = row.db_now if schedule.ends_at is None else min(row.db_now, schedule.ends_at)
+            slot, next_at = timing_of(schedule).latest_due(until, next_run_at=schedule.next_run_at)
         except Exception as exc:  # e.g. a zone this worker's tzdata lacks
             report_failed_row(STEP, row.id, exc)
             faults[row.id] = str(exc) or type(exc).__name__
             continue
         slots[schedule.id] = Slot(slot_key(schedule.id, slot), next_at)
     return slots
+
+
+class Keep(enum.Enum):
+    """An argument left as it is (where ``None`` is a value)."""
+
+    KEEP = "keep"
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleFilter:
+    """Which schedules a search or count takes (``None``: any): of these agents, in this thread,
+    paused or not, whose run input contains this JSON object."""
+
+    agents: Sequence[str] | None = None
+    thread_id: uuid.UUID | None = None
+    paused: bool | None = None
+    input_contains: Mapping[str, Any] = field(default_factory=dict)
+
+    def params(self, tenant_id: str | None) -> dict[str, Any]:
+        """The parameters of ``schedules_matching``."""
+        return {
+            "tenant_id": tenant_id,
+            "agents": None if self.agents is None else list(self.agents),
+            "thread_id": self.thread_id,
+            "paused": self.paused,
+            "input_contains": dumps(self.input_contains),
+        }
 
 
 class Schedules(Store):
@@ -107,6 +139,7 @@ class Schedules(Store):
         max_attempts: int,
         thread_id: uuid.UUID | None = None,
         webhook: Mapping[str, Any] | None = None,
+        ends_at: datetime | None = None,
     ) -> Schedule:
         """Store a schedule, first due at its first slot after the database's now;
         :class:`LimitExceeded` when the tenant is at its ``max_schedules``, and nothing is stored."""
@@ -126,6 +159,7 @@ class Schedules(Store):
                 "thread_id": thread_id,
                 "webhook": dumps(webhook) if webhook is not None else None,
                 "next_run_at": timing.first_after(now),
+                "ends_at": ends_at,
                 "max_schedules": self.limits.max_schedules,
             }
             row = (await conn.execute(CREATE_SCHEDULE, params)).one()
@@ -154,16 +188,72 @@ class Schedules(Store):
 
     async def set_schedule_paused(self, schedule_id: uuid.UUID, *, tenant_id: str | None, paused: bool) -> Schedule:
         """Pause, or resume from the first slot after now: the slots a pause skipped never run."""
+        return await self.update_schedule(schedule_id, tenant_id=tenant_id, paused=paused)
+
+    async def update_schedule(
+        self,
+        schedule_id: uuid.UUID,
+        *,
+        tenant_id: str | None,
+        paused: bool | None = None,
+        timing: Timing | None = None,
+        input: Mapping[str, Any] | None = None,
+        webhook: Mapping[str, Any] | None = None,
+        ends_at: datetime | Keep | None = Keep.KEEP,
+    ) -> Schedule:
+        """Change what is given (``None``: unchanged; ``ends_at``: unless :data:`Keep.KEEP`, so
+        ``None`` removes the end). A new timing starts from its first slot after now, as a resume
+        does; :class:`ScheduleNotFound` for another tenant's."""
         async with self._tx() as conn:
             row = (await conn.execute(LOCK_SCHEDULE, {"id": schedule_id, "tenant_id": tenant_id})).first()
             if row is None:
                 raise ScheduleNotFound(str(schedule_id))
             schedule = schedule_from_row(row)
+            new_timing = timing or timing_of(schedule)
             next_run_at = schedule.next_run_at
-            if schedule.paused and not paused:
-                next_run_at = timing_of(schedule).first_after(row.db_now, anchor=schedule.next_run_at)
-            params = {"id": schedule_id, "paused": paused, "next_run_at": next_run_at}
-            return schedule_from_row((await conn.execute(SET_SCHEDULE_PAUSED, params)).one())
+            if timing is not None:
+                next_run_at = timing.first_after(row.db_now)
+            elif schedule.paused and paused is False:
+                next_run_at = new_timing.first_after(row.db_now, anchor=schedule.next_run_at)
+            webhook = schedule.webhook if webhook is None else webhook
+            params = {
+                "id": schedule_id,
+                "cron": new_timing.cron,
+                "every_s": new_timing.every_s,
+                "timezone": new_timing.timezone,
+                "ends_at": schedule.ends_at if ends_at is Keep.KEEP else ends_at,
+                "input": dumps(schedule.input if input is None else input),
+                "webhook": None if webhook is None else dumps(webhook),
+                "paused": schedule.paused if paused is None else paused,
+                "next_run_at": next_run_at,
+            }
+            return schedule_from_row((await conn.execute(UPDATE_SCHEDULE, params)).one())
+
+    async def search_schedules(
+        self,
+        *,
+        tenant_id: str | None,
+        matching: ScheduleFilter,
+        sort_by: str = "created_at",
+        descending: bool = True,
+        limit: int = 10,
+        offset: int = 0,
+    ) -> list[Schedule]:
+        """One page of the schedules ``matching``, ordered by ``sort_by`` (``created_at``,
+        ``updated_at``, ``next_run_at``)."""
+        params = matching.params(tenant_id) | {
+            "sort_by": sort_by,
+            "descending": descending,
+            "limit": limit,
+            "offset": offset,
+        }
+        async with self._statement() as conn:
+            rows = (await conn.execute(SEARCH_SCHEDULES, params)).all()
+        return [schedule_from_row(r) for r in rows]
+
+    async def count_schedules(self, *, tenant_id: str | None, matching: ScheduleFilter) -> int:
+        async with self._statement() as conn:
+            return int((await conn.execute(COUNT_SCHEDULES, matching.params(tenant_id))).scalar_one())
 
     async def delete_schedule(self, schedule_id: uuid.UUID, *, tenant_id: str | None) -> None:
         async with self._statement() as conn:

@@ -1,5 +1,5 @@
 """Housekeeping every worker runs: expired leases, timed-out waits, abandoned interactive runs,
-due schedules, partitions, retention. Each step goes on its own: a step that fails is logged
+due schedules, expired LangGraph store items, partitions, retention. Each step goes on its own: a step that fails is logged
 and counted (``runq_maintenance_errors_total{step}``), and the steps after it still run.
 
 Every worker runs it; the queue's statements take a transaction-scoped advisory lock, so
@@ -46,6 +46,7 @@ async def reap_once(queue: Queue, *, retention_s: float, history: bool = True) -
         ("wait_timeouts", lambda: _time_out_waits(queue)),
         ("abandoned_runs", lambda: _cancel_abandoned(queue)),
         ("schedules", lambda: _fire_schedules(queue)),
+        ("store_items", queue.sweep_expired_store_items),
     ]
     if history:
         steps.append(("partitions", lambda: keep_partitions(queue, retention_s=retention_s)))

@@ -9,7 +9,7 @@
 // the chat is theirs; this one trusts whoever asks.
 import { createServer } from "node:http";
 import { readFile } from "node:fs/promises";
-import { extname, join, normalize } from "node:path";
+import { extname, join, normalize, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { DEV_PORT, HOST, SESSION_PORT, origin } from "./config.js";
 
@@ -20,7 +20,8 @@ const RUNQ_KEY = process.env.RUNQ_KEY;
 // What every run of these chats gets, whatever the browser sends: bound into the token.
 const AGENT = process.env.RUNQ_CHAT_AGENT ?? "openai";
 const INPUT = JSON.parse(process.env.RUNQ_CHAT_INPUT ?? "{}");
-const DIST = join(fileURLToPath(new URL(".", import.meta.url)), "dist");
+// The built page it serves: this example's, or another's (examples/langgraph-chat uses this endpoint too).
+const DIST = resolve(process.env.RUNQ_CHAT_DIST ?? join(fileURLToPath(new URL(".", import.meta.url)), "dist"));
 const TYPES = { ".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".png": "image/png", ".svg": "image/svg+xml" };
 
 if (!RUNQ_KEY) {

@@ -47,6 +47,16 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
         "threadId": "{thread_id}", "runId": "bob-run", "messages": [],
         "resume": [{"interruptId": str(uuid.UUID(int=0)), "status": "resolved", "payload": True}],
     },
+    # A's item is in ("notes",) under "k": to B those name B's own (none), never A's.
+    ("PUT", "/langgraph/store/items"): {"namespace": ["notes"], "key": "b", "value": {"who": "bob"}},
+    ("DELETE", "/langgraph/store/items"): {"namespace": ["notes"], "key": "k"},
+    ("POST", "/langgraph/store/items/search"): {"namespace_prefix": ["notes"]},
+    ("POST", "/langgraph/store/namespaces"): {},
+    ("POST", "/langgraph/runs/crons"): {"assistant_id": "no-graph", "schedule": "0 9 * * *"},
+    ("POST", "/langgraph/threads/{thread_id}/runs/crons"): {"assistant_id": "no-graph", "schedule": "0 9 * * *"},
+    ("PATCH", "/langgraph/runs/crons/{cron_id}"): {"enabled": False},
+    ("POST", "/langgraph/runs/crons/search"): {},
+    ("POST", "/langgraph/runs/crons/count"): {},
     # LangGraph's API (§17): this app serves no graph, so a run names an assistant that is none
     # (tests/langgraph_server runs real graphs); B's thread-less runs are refused for that.
     ("POST", "/langgraph/threads/{thread_id}/state"): {"values": {"who": "bob"}},
@@ -58,11 +68,12 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
                      "/langgraph/threads/{thread_id}/runs/stream", "/langgraph/threads/{thread_id}/runs/wait")
     },
 }
+QUERIES = {("GET", "/langgraph/store/items"): {"namespace": "notes", "key": "k"}}
 # A chat id names a chat of the caller's own tenant (none yet: empty, 204), never A's.
 REFUSED = {("POST", "/ai-sdk/chat"): 422}
 ANSWERS_TO_B = {
     ("POST", "/ag-ui/{agent}"): (409, "not_waiting"),
-    **{("POST", f"/langgraph/runs{tail}"): (422, "unknown_assistant") for tail in ("", "/stream", "/wait")},
+    **{("POST", f"/langgraph/runs{tail}"): (422, "unknown_assistant") for tail in ("", "/stream", "/wait", "/crons")},
     **{
         (method, path): (404, "not_found")
         for method, path in (("GET", "/langgraph/assistants/{assistant_id}"),
@@ -80,7 +91,7 @@ NOT_THE_THREADS_RUN = {
 # (tests/integration/api/test_api_ag_ui.py reads them to the end).
 ENDLESS = {("GET", "/ag-ui/runs/{run_id}/events")}
 NO_SUCH = str(uuid.UUID(int=0))
-TENANT_OBJECTS = ("{run_id}", "{schedule_id}", "{thread_id}")  # another tenant's is 404
+TENANT_OBJECTS = ("{run_id}", "{schedule_id}", "{thread_id}", "{cron_id}")  # another tenant's is 404
 JSON = {"Accept": "application/json"}
 
 
@@ -110,7 +121,7 @@ def fill(path: str, run_id: str, schedule_id: str = NO_SUCH, thread_id: str = NO
     """The path with its parameters filled in; an unknown parameter fails the test on purpose."""
     known = {
         "run_id": run_id, "tenant": "alice", "schedule_id": schedule_id, "delivery_id": NO_SUCH, "thread_id": thread_id,
-        "chat_id": thread_id,
+        "chat_id": thread_id, "cron_id": schedule_id,
         "agent": "demo", "assistant_id": "no-graph", "checkpoint_id": NO_SUCH,
     }  # fmt: skip
     for name in [part[1:-1] for part in path.split("/") if part.startswith("{")]:
@@ -127,7 +138,8 @@ async def call(
     body = json.loads(json.dumps(BODIES.get((method, path), default)).replace("{thread_id}", thread_id))
     return await client.request(
         method, fill(path, run_id, schedule_id, thread_id), headers=JSON | headers,
-        json=body if method in ("POST", "PUT", "PATCH") else None,
+        json=body if method in ("POST", "PUT", "PATCH", "DELETE") and body is not None else None,
+        params=QUERIES.get((method, path)),
     )  # fmt: skip
 
 
@@ -148,6 +160,8 @@ async def test_every_route_keeps_tenants_apart(app: FastAPI, client: httpx.Async
     schedule = await client.post("/schedules", json={"agent": "demo", "every_s": 60, "input": {"prompt": MARK}}, headers=alice)
     schedule_id = schedule.json()["id"]
     thread_id = (await client.post("/threads", json={"metadata": {"mark": MARK}}, headers=alice)).json()["id"]
+    item = {"namespace": ["notes"], "key": "k", "value": {"mark": MARK}}
+    assert (await client.put("/langgraph/store/items", json=item, headers=alice)).status_code == 204
     routes = endpoints(app)
     assert ("GET", "/runs/{run_id}") in routes and ("POST", "/admin/runs/{run_id}/requeue") in routes
 
@@ -189,6 +203,8 @@ async def test_every_route_keeps_tenants_apart(app: FastAPI, client: httpx.Async
     assert (await client.get(f"/schedules/{schedule_id}", headers=alice)).json()["paused"] is False
     thread = (await client.get(f"/threads/{thread_id}", headers=alice)).json()
     assert (thread["status"], thread["last_run_id"]) == ("idle", None)
+    kept = await client.get("/langgraph/store/items", params={"namespace": "notes", "key": "k"}, headers=alice)
+    assert kept.json()["value"] == {"mark": MARK}
 
 
 def _tampered(token: str, rng: random.Random) -> str:

@@ -91,7 +91,8 @@ BUSINESS_RULES = {
     # or its assistant's UUID, which the document cannot list.
     *(("positive_data_acceptance", f"POST /langgraph{path}", "unknown_assistant")
       for path in ("/runs", "/runs/batch", "/runs/stream", "/runs/wait", "/threads/{thread_id}/runs",
-                   "/threads/{thread_id}/runs/stream", "/threads/{thread_id}/runs/wait")),
+                   "/threads/{thread_id}/runs/stream", "/threads/{thread_id}/runs/wait", "/runs/crons",
+                   "/threads/{thread_id}/runs/crons")),
     # As for runq's own thread routes, the stateful phase follows the link from a refused
     # POST /langgraph/threads with the id "None".
     *(("positive_data_acceptance", f"{method} /langgraph/threads/{{thread_id}}{tail}", "invalid_id")
@@ -99,12 +100,26 @@ BUSINESS_RULES = {
                            ("POST", "/state"), ("GET", "/state/{checkpoint_id}"), ("GET", "/history"),
                            ("POST", "/history"), ("GET", "/runs"), ("POST", "/runs"), ("POST", "/runs/stream"),
                            ("POST", "/runs/wait"), ("GET", "/runs/{run_id}"), ("GET", "/runs/{run_id}/join"),
-                           ("GET", "/runs/{run_id}/stream"), ("POST", "/runs/{run_id}/cancel"))),
+                           ("GET", "/runs/{run_id}/stream"), ("POST", "/runs/{run_id}/cancel"),
+                           ("POST", "/runs/crons"))),
     # Last-Event-ID is a seq of runq's event log (or -1), as on GET /runs/{run_id}/events.
     ("positive_data_acceptance", "GET /langgraph/threads/{thread_id}/runs/{run_id}/stream", "invalid_cursor"),
     ("positive_data_acceptance", "GET /langgraph/runs/{run_id}/stream", "invalid_cursor"),
     # A bulk cancel names its runs or a status: an empty body names nothing.
     ("positive_data_acceptance", "POST /langgraph/runs/cancel", "validation_error"),
+    # LangGraph's crons are schedules (docs/langgraph-server.md): five cron fields cronsim accepts,
+    # a time zone zoneinfo knows, the webhook rules; what schedules lack is refused with its own
+    # code (on_run_completed "keep", a strategy but enqueue); a search's assistant is matched in
+    # jsonb (no NUL, no lone surrogate).
+    *{
+        ("positive_data_acceptance", operation, code)
+        for operation in ("POST /langgraph/runs/crons", "POST /langgraph/threads/{thread_id}/runs/crons",
+                          "PATCH /langgraph/runs/crons/{cron_id}")
+        for code in ("invalid_cron", "unknown_timezone", "cron_keep_unsupported", "cron_strategy_unsupported",
+                     "webhook_url_invalid", "webhook_url_unresolvable", "webhook_url_forbidden", "validation_error")
+    },
+    ("positive_data_acceptance", "POST /langgraph/runs/crons/search", "validation_error"),
+    ("positive_data_acceptance", "POST /langgraph/runs/crons/count", "validation_error"),
     # The AI SDK's chat (docs/frontends.md): the last of the client's UIMessages must be a user
     # message with text, or an approval response naming a waiting run of the chat; a regenerate
     # or `reject` meets a busy chat; the prompt becomes history and has a size limit.

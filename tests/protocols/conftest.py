@@ -1,5 +1,5 @@
 """A live runq (one API process, one worker) for the protocol tests, and the official Node clients
-(`ai` v6, `@ag-ui/client`) from tests/node run against it with ``node --test``."""
+(`ai` v6, `@ag-ui/client`, `@langchain/langgraph-sdk`) from tests/node run against it with ``node --test``."""
 
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ SERVER_ENV = {
     "RUNQ_LEASE_S": "5",
     "RUNQ_HEARTBEAT_S": "1",
     "RUNQ_CORS_ORIGINS": "http://127.0.0.1:5173",
+    # the graphs of the LangGraph conformance suite, for the LangGraph SDK's client
+    "RUNQ_LANGGRAPH_CONFIG": str(ROOT / "tests" / "langgraph_server" / "app" / "langgraph.json"),
 }
 
 @pytest.fixture(scope="package")

@@ -25,6 +25,7 @@ from tests.api_support import ROOT, SECRET, ApiProcess
 from tests.fakes.openai_server import FakeOpenAI
 
 ARTIFACTS = ROOT / "tests" / "artifacts" / "ui"
+LANGGRAPH_CHAT_CONFIG = ROOT / "examples" / "langgraph-chat" / "langgraph.json"
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome")
 CHROMIUM_ARGS = [
     "--headless",
@@ -121,8 +122,15 @@ def model() -> Iterator[FakeOpenAI]:
 @pytest.fixture(scope="package")
 def worker(server: UiServer, database_url: str, model: FakeOpenAI) -> Iterator[subprocess.Popen[bytes]]:
     """The one worker of the package: every test's runs share the database, so any worker here
-    may claim any of them, and this one runs the demo and the ``openai`` agent alike."""
-    model_env = {"RUNQ_OPENAI_BASE_URL": model.base_url, "RUNQ_OPENAI_API_KEY": "sk-fake"}
+    may claim any of them, and this one runs the demo and the ``openai`` agent alike, and the
+    graph of examples/langgraph-chat (whose ChatOpenAI reads ``OPENAI_*``)."""
+    model_env = {
+        "RUNQ_OPENAI_BASE_URL": model.base_url,
+        "RUNQ_OPENAI_API_KEY": "sk-fake",
+        "RUNQ_LANGGRAPH_CONFIG": str(LANGGRAPH_CHAT_CONFIG),
+        "OPENAI_BASE_URL": model.base_url,
+        "OPENAI_API_KEY": "sk-fake",
+    }
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.worker", "--concurrency", "4"],
         cwd=ROOT,

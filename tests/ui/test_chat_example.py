@@ -16,7 +16,9 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -83,28 +85,25 @@ def wait_until(check: Callable[[], Any], *, within: float = 20.0) -> Any:
     return result
 
 
-@pytest.fixture(scope="module")
-def chat_app(
-    chromium: str, database_url: str, keys: Keys, worker: subprocess.Popen[bytes]
+@contextmanager
+def live_chat(
+    database_url: str, keys: Keys, page_dir: Path, *, api_env: dict[str, str], session_env: dict[str, str]
 ) -> Iterator[ChatApp]:
-    """runq's API on its own (its CORS origin is the page's) beside the package's worker, and the
-    session endpoint serving the built page."""
+    """runq's API on its own (its CORS origin is the page's, more settings in ``api_env``) and
+    examples/chat's session endpoint serving the built page of ``page_dir``."""
     node = shutil.which("node")
-    if node is None or not (EXAMPLE / "dist" / "index.html").is_file():
-        pytest.fail("node and the built page are needed: make chat-example")
+    if node is None or not (page_dir / "dist" / "index.html").is_file():
+        pytest.fail(f"node and the built page are needed: make {page_dir.name}-example")
     page_port = free_port()
     page_url = f"http://127.0.0.1:{page_port}"
-    api = ApiProcess(database_url, env=SERVER_ENV | {"RUNQ_CORS_ORIGINS": page_url})
+    api = ApiProcess(database_url, env=SERVER_ENV | {"RUNQ_CORS_ORIGINS": page_url} | api_env)
     session = subprocess.Popen(
-        [node, "session-endpoint.js"],
-        cwd=EXAMPLE,
+        [node, str(EXAMPLE / "session-endpoint.js")],
+        cwd=page_dir,
         env=os.environ
-        | {
-            "RUNQ_URL": api.base_url,
-            "RUNQ_KEY": keys.tenant_key,
-            "PORT": str(page_port),
-            "RUNQ_CHAT_INPUT": json.dumps(CHAT_INPUT),
-        },
+        | {"RUNQ_URL": api.base_url, "RUNQ_KEY": keys.tenant_key, "PORT": str(page_port)}
+        | {"RUNQ_CHAT_DIST": str(page_dir / "dist")}
+        | session_env,
     )
     try:
         api.wait_ready()
@@ -115,6 +114,15 @@ def chat_app(
         session.terminate()
         session.wait(timeout=10)
         api.stop()
+
+
+@pytest.fixture(scope="module")
+def chat_app(
+    chromium: str, database_url: str, keys: Keys, worker: subprocess.Popen[bytes]
+) -> Iterator[ChatApp]:
+    """The page beside the package's worker, each run of its chats with ``CHAT_INPUT``."""
+    with live_chat(database_url, keys, EXAMPLE, api_env={}, session_env={"RUNQ_CHAT_INPUT": json.dumps(CHAT_INPUT)}) as app:
+        yield app
 
 
 def _answers(url: str) -> bool:

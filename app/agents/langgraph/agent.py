@@ -41,6 +41,7 @@ from app.agents.base import FatalError, RunContext
 from app.agents.chat_input import LangGraphInput
 from app.agents.inputs import parse_input
 from app.agents.langgraph.saver import RunqSaver
+from app.agents.langgraph.store import RunqStore
 from app.agents.langgraph_wire import wire_json
 from app.queue.graph_checkpoints import Fence
 from app.settings import Settings, get_settings
@@ -74,12 +75,11 @@ class LangGraphAgent:
         if ctx.lease is None:
             raise FatalError("a LangGraph agent runs in a worker (it needs the run's lease)")
         thread_id = str(ctx.thread.id if ctx.thread is not None else ctx.run_id)
-        saver = RunqSaver(
-            ctx.lease.engine,
-            keep=self.settings.langgraph_keep_checkpoints,
-            fence=Fence(ctx.lease.run_id, ctx.lease.lease_id),
-        )
-        graph = self.compiled(saver, ctx)
+        fence = Fence(ctx.lease.run_id, ctx.lease.lease_id)
+        saver = RunqSaver(ctx.lease.engine, keep=self.settings.langgraph_keep_checkpoints, fence=fence)
+        # runq's store for every kind of graph (a builder, a compiled graph, a factory's)
+        store = RunqStore(ctx.lease.engine, tenant_id=ctx.tenant_id, fence=fence)
+        graph = self.compiled(saver, ctx).copy(update={"store": store})
         saved = ctx.resume_state if isinstance(ctx.resume_state, dict) else {}
         progress = _Progress(
             base=int(saved.get("base", 0)), added=int(saved.get("added", 0)), tools=set(saved.get("tools", ()))

@@ -1,17 +1,20 @@
-"""LangGraph's checkpoints and pending writes, as runq's fenced saver stores them."""
+"""LangGraph's checkpoints and pending writes, as runq's fenced saver stores them, and its store's items."""
 
 from __future__ import annotations
 
 from sqlalchemy import (
     Column,
     DateTime,
+    Float,
+    Index,
     Integer,
     LargeBinary,
     PrimaryKeyConstraint,
     Table,
     Text,
+    text,
 )
-from sqlalchemy.dialects.postgresql import JSONB, UUID
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 
 from app.db.schema.base import NOW, metadata
 
@@ -55,4 +58,23 @@ langgraph_checkpoint_writes = Table(
     Column("type", Text),
     Column("blob", LargeBinary),
     PrimaryKeyConstraint("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"),
+)
+
+# LangGraph's store (§17): a tenant's items, keyed as LangGraph keys them (a namespace path
+# and a key), so a prefix search is an array slice compare on the primary key's index.
+# ``ttl_minutes`` is kept beside ``expires_at`` so a read can refresh the item's TTL; an expired
+# item is invisible at once and deleted by the reaper pass (app/queue/maintenance.py).
+langgraph_store_items = Table(
+    "langgraph_store_items",
+    metadata,
+    Column("tenant_id", Text, nullable=False),
+    Column("namespace", ARRAY(Text), nullable=False),
+    Column("key", Text, nullable=False),
+    Column("value", JSONB, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    Column("ttl_minutes", Float),
+    Column("expires_at", DateTime(timezone=True)),
+    PrimaryKeyConstraint("tenant_id", "namespace", "key"),
+    Index("ix_langgraph_store_items_expires_at", "expires_at", postgresql_where=text("expires_at IS NOT NULL")),
 )

@@ -36,6 +36,7 @@ schedules = Table(
     Column("webhook", JSONB),
     Column("paused", Boolean, nullable=False, server_default=text("false")),
     Column("next_run_at", DateTime(timezone=True), nullable=False),
+    Column("ends_at", DateTime(timezone=True)),  # no slot after it fires (null: none)
     Column("last_run_id", UUID(as_uuid=True)),
     # why the reaper could not fire it, and when; cleared when it fires again
     Column("error", Text),

@@ -13,10 +13,10 @@ WITH gate AS MATERIALIZED (
     SELECT runq_admit_schedule(:tenant_id, :max_schedules) AS at_cap
 ), ins AS (
     INSERT INTO schedules (tenant_id, cron, every_s, timezone, agent, input_json, budget_json,
-                           priority, max_attempts, thread_id, webhook, next_run_at)
+                           priority, max_attempts, thread_id, webhook, next_run_at, ends_at)
     SELECT :tenant_id, :cron, :every_s, :timezone, :agent, CAST(:input AS jsonb),
            CAST(:budget AS jsonb), :priority, :max_attempts, :thread_id, CAST(:webhook AS jsonb),
-           :next_run_at
+           :next_run_at, :ends_at
       FROM gate
      WHERE gate.at_cap IS NULL
     RETURNING *
@@ -40,12 +40,44 @@ SELECT * FROM schedules
  WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
    ${part:page_after_cursor};
 
--- name: set_schedule_paused
--- Pause, or resume from the first slot after now (a paused period is not made up for).
+-- name: update_schedule
+-- A locked schedule's new timing, end, run input, webhook and pause, due at :next_run_at (set by
+-- the caller: the first slot after now when the timing changed or a pause ended, else unchanged).
 UPDATE schedules
-   SET paused = :paused, next_run_at = :next_run_at, updated_at = now()
+   SET cron = :cron, every_s = :every_s, timezone = :timezone, ends_at = :ends_at,
+       input_json = CAST(:input AS jsonb), webhook = CAST(:webhook AS jsonb), paused = :paused,
+       next_run_at = :next_run_at, updated_at = now()
  WHERE id = :id
 RETURNING *;
+
+-- part: schedules_matching
+-- The tenant's schedules matching each filter given (null: any): :agents, the agents their
+-- runs may be of; :input_contains, a JSON object their run input contains ('{}': any).
+(CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+ AND (CAST(:agents AS text[]) IS NULL OR agent = ANY(CAST(:agents AS text[])))
+ AND (CAST(:thread_id AS uuid) IS NULL OR thread_id = CAST(:thread_id AS uuid))
+ AND (CAST(:paused AS boolean) IS NULL OR paused = CAST(:paused AS boolean))
+ AND input_json @> CAST(:input_contains AS jsonb)
+
+-- name: search_schedules
+-- One page of the schedules matching, ordered by :sort_by (created_at | updated_at |
+-- next_run_at), descending or not, then by id.
+SELECT * FROM schedules
+ WHERE ${part:schedules_matching}
+ ORDER BY CASE WHEN CAST(:descending AS boolean) THEN
+               CASE :sort_by WHEN 'updated_at' THEN updated_at WHEN 'next_run_at' THEN next_run_at
+                             ELSE created_at END
+          END DESC,
+          CASE WHEN NOT CAST(:descending AS boolean) THEN
+               CASE :sort_by WHEN 'updated_at' THEN updated_at WHEN 'next_run_at' THEN next_run_at
+                             ELSE created_at END
+          END,
+          id
+ LIMIT :limit OFFSET :offset;
+
+-- name: count_schedules
+-- How many schedules match.
+SELECT count(*) FROM schedules WHERE ${part:schedules_matching};
 
 -- name: delete_schedule
 -- Delete a schedule of the tenant; the runs it made stay (their schedule_id dangles on purpose).
@@ -59,6 +91,7 @@ RETURNING id;
 -- first, so a tenant's schedules take its create tokens in turn.
 SELECT *, now() AS db_now FROM schedules
  WHERE NOT paused AND greatest(next_run_at, not_before) <= now()
+   AND (ends_at IS NULL OR next_run_at <= ends_at)  -- an ended schedule fires no more
  ORDER BY next_run_at
  LIMIT :batch
    FOR UPDATE SKIP LOCKED;
@@ -67,7 +100,7 @@ SELECT *, now() AS db_now FROM schedules
 -- Seconds until the reaper should look at the earliest active schedule (negative when due),
 -- for its sleep: a held schedule counts from when it is let go, so it does not spin the reaper.
 SELECT extract(epoch FROM min(greatest(next_run_at, not_before)) - now())::float8
-  FROM schedules WHERE NOT paused;
+  FROM schedules WHERE NOT paused AND (ends_at IS NULL OR next_run_at <= ends_at);
 
 -- name: park_schedules
 -- Schedules the pass could not fire: the reason shown (error, error_at) and the schedule left

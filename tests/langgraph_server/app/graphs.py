@@ -1,7 +1,8 @@
 """The graphs of the LangGraph server conformance suite, served alike by runq and by
 LangGraph's own ``langgraph dev`` (this folder's ``langgraph.json``). They cover the three
-shapes a ``langgraph.json`` entry may have: a compiled graph (``chat``, ``gated``, ``nested``), a
-``StateGraph`` builder (``counter``) and a factory taking a config (``ask``).
+shapes a ``langgraph.json`` entry may have: a compiled graph (``chat``, ``gated``, ``nested``,
+``memory``), a ``StateGraph`` builder (``counter``) and a factory taking a config (``ask``);
+``memory`` reads and writes the server's store with ``get_store()``.
 
 The model is ``ChatOpenAI`` pointed at the suite's fake OpenAI server
 (``LANGGRAPH_TEST_MODEL_URL``, on 127.0.0.1); nothing reaches the network.
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.config import get_stream_writer
+from langgraph.config import get_store, get_stream_writer
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import interrupt
 from typing_extensions import TypedDict
@@ -114,3 +115,19 @@ def _boom(state: Nested) -> dict[str, Any]:
 
 
 boom = _chain(Nested, ("boom", _boom)).compile()
+
+
+class Visit(TypedDict):
+    user: str
+    visits: int
+
+
+async def _count_visit(state: Visit) -> dict[str, Any]:
+    store = get_store()  # the server's store: runq's RunqStore, the tenant's items
+    seen = await store.aget(("visits",), state["user"])
+    visits = (seen.value["visits"] if seen else 0) + 1
+    await store.aput(("visits",), state["user"], {"visits": visits})
+    return {"visits": visits}
+
+
+memory = _chain(Visit, ("count", _count_visit)).compile()

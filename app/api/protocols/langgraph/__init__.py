@@ -8,7 +8,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from app.api.problems import problems
-from app.api.protocols.langgraph import assistants, runs, threads
+from app.api.protocols.langgraph import assistants, crons, runs, store, threads
 
 # Every route answers LangGraph's status codes with runq's problem body (DESIGN §17).
 router = APIRouter(
@@ -16,5 +16,5 @@ router = APIRouter(
     tags=["langgraph"],
     responses=problems(400, 401, 403, 404, 409, 413, 422, 429, 503),
 )
-for _resource in (assistants, threads, runs):
+for _resource in (assistants, threads, crons, runs, store):  # crons first: /runs/crons is no run
     router.include_router(_resource.router)

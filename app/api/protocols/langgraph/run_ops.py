@@ -16,7 +16,7 @@ from app.api.auth import Caller
 from app.api.deps import Runtime
 from app.api.protocols.langgraph.frames import encode_frames
 from app.api.protocols.langgraph.graphs import assistant
-from app.api.protocols.langgraph.schemas import RunCreate
+from app.api.protocols.langgraph.schemas import RunCreate, runq_webhook
 from app.api.protocols.langgraph.status import rolled_back, run_status
 from app.api.runs import SSE_MEDIA_TYPE, new_run
 from app.api.schemas import CreateRun as RunqRun  # runq's own
@@ -44,10 +44,13 @@ async def create_run(
     graph_id = found.graph_id
     # The run and thread name the assistant by its UUID, whichever id (or the graph's) came.
     body = body.model_copy(update={"assistant_id": str(found.assistant_id)})
-    # Only the fields the request set, so a thread token's refusals (``delay_s``) see what it asked.
+    # Only the fields the request set, so a thread token's refusals (``delay_s``, ``webhook``)
+    # see what it asked.
     fields: dict[str, Any] = {"delay_s": body.after_seconds} if body.after_seconds else {}
     if body.on_disconnect is not None:
         fields["on_disconnect"] = body.on_disconnect
+    if body.webhook is not None:
+        fields["webhook"] = runq_webhook(body.webhook)
     runq_body = RunqRun(agent=graph_id, input=body.run_input(), **fields)
     runq_body = caller.run_body(runq_body)
     new = await new_run(

@@ -13,7 +13,7 @@ from starlette.convertors import Convertor, register_url_convertor
 
 from app.agents.langgraph_wire import ServerRunInput
 from app.api.params import uuid_path
-from app.api.schemas import FiniteSeconds, Integral, StoredObject, StoredText, StoredValue
+from app.api.schemas import FiniteSeconds, Integral, StoredObject, StoredText, StoredValue, Webhook
 
 StreamMode = Literal[
     "values",
@@ -48,6 +48,13 @@ register_url_convertor("uuid_text", _UuidText())
 ThreadId = Annotated[str, uuid_path("The thread's id (a UUID)")]
 RunId = Annotated[str, uuid_path("The run's id (a UUID)")]
 CheckpointId = Annotated[str, uuid_path("A checkpoint's id (a UUID, as LangGraph makes them)")]
+WebhookUrl = Annotated[str, Field(min_length=1, max_length=2048)]
+
+
+def runq_webhook(url: str | None) -> Webhook | None:
+    """LangGraph's ``webhook`` (a URL told when a run ends) as runq's §10 webhook: signed,
+    delivered at least once from the outbox, on the run's ending events."""
+    return None if url is None else Webhook(url=url)
 
 
 class Body(BaseModel):
@@ -116,6 +123,7 @@ class RunCreate(Body):
     on_disconnect: Literal["cancel", "continue"] | None = None
     after_seconds: Annotated[FiniteSeconds, Field(ge=0, le=365 * 86400)] = 0.0
     durability: Literal["sync", "async", "exit"] | None = None
+    webhook: WebhookUrl | None = None
 
     def modes(self) -> list[str]:
         return [self.stream_mode] if isinstance(self.stream_mode, str) else list(self.stream_mode)
