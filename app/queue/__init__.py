@@ -34,6 +34,7 @@ from app.queue.claims import CLAIM_BATCH, CLAIM_BATCH_CAPPED, Claims
 from app.queue.codec import EncodedEvents, NewEvents, NewMessages, encode, request_hash
 from app.queue.events import Appended, Events, Stored
 from app.queue.finish import FINISH_IF_LEASED, Ended, Endings
+from app.queue.graph_assistants import AssistantFields, GraphAssistants, StoredAssistant
 from app.queue.graph_checkpoints import Fence, GraphCheckpoints
 from app.queue.graph_store import GraphStore
 from app.queue.limits import LIMIT_NAMES, Limits, TenantUse
@@ -62,6 +63,7 @@ __all__ = [
     "RUNS_CHANNEL",
     "WEBHOOKS_CHANNEL",
     "Appended",
+    "AssistantFields",
     "DeliveryJob",
     "EncodedEvents",
     "Ended",
@@ -79,6 +81,7 @@ __all__ = [
     "Recorded",
     "Resumed",
     "Stored",
+    "StoredAssistant",
     "TenantUse",
     "WorkerView",
     "database_down",
@@ -89,7 +92,7 @@ __all__ = [
 
 class Queue(
     Threads, Runs, Claims, Events, Endings, Maintenance, History, Waits, Ops, Webhooks, Schedules, Workers, Limits,
-    GraphStore,
+    GraphStore, GraphAssistants,
 ):
     """The queue's operations; each method is one short transaction on its own connection."""
 

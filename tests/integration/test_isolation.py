@@ -52,6 +52,8 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("DELETE", "/langgraph/store/items"): {"namespace": ["notes"], "key": "k"},
     ("POST", "/langgraph/store/items/search"): {"namespace_prefix": ["notes"]},
     ("POST", "/langgraph/store/namespaces"): {},
+    ("POST", "/langgraph/assistants"): {"graph_id": "no-graph"},
+    ("POST", "/langgraph/assistants/{assistant_id}/latest"): {"version": 1},
     ("POST", "/langgraph/runs/crons"): {"assistant_id": "no-graph", "schedule": "0 9 * * *"},
     ("POST", "/langgraph/threads/{thread_id}/runs/crons"): {"assistant_id": "no-graph", "schedule": "0 9 * * *"},
     ("PATCH", "/langgraph/runs/crons/{cron_id}"): {"enabled": False},
@@ -79,8 +81,13 @@ ANSWERS_TO_B = {
         for method, path in (("GET", "/langgraph/assistants/{assistant_id}"),
                              ("GET", "/langgraph/assistants/{assistant_id}/graph"),
                              ("GET", "/langgraph/assistants/{assistant_id}/schemas"),
-                             ("GET", "/langgraph/assistants/{assistant_id}/subgraphs"))
+                             ("GET", "/langgraph/assistants/{assistant_id}/subgraphs"),
+                             ("PATCH", "/langgraph/assistants/{assistant_id}"),
+                             ("DELETE", "/langgraph/assistants/{assistant_id}"),
+                             ("POST", "/langgraph/assistants/{assistant_id}/versions"),
+                             ("POST", "/langgraph/assistants/{assistant_id}/latest"))
     },
+    ("POST", "/langgraph/assistants"): (404, "unknown_graph"),  # this app serves no graph
 }
 # LangGraph's routes of a thread's run: A's run here is in no thread, so A's own control is a 404;
 # and A's thread-less run, being A's, would stream to its end.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sqlalchemy import (
+    Boolean,
     Column,
     DateTime,
     Float,
@@ -77,4 +78,25 @@ langgraph_store_items = Table(
     Column("expires_at", DateTime(timezone=True)),
     PrimaryKeyConstraint("tenant_id", "namespace", "key"),
     Index("ix_langgraph_store_items_expires_at", "expires_at", postgresql_where=text("expires_at IS NOT NULL")),
+)
+
+# LangGraph's assistants of one's own (§17): one row per version of each of a tenant's
+# assistants; ``current`` marks the version ``GET`` serves (``/latest`` moves it), so a patch and
+# a rollback are each one statement and the versions list is a plain read.
+langgraph_assistants = Table(
+    "langgraph_assistants",
+    metadata,
+    Column("tenant_id", Text, nullable=False),
+    Column("assistant_id", UUID(as_uuid=True), nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("current", Boolean, nullable=False),
+    Column("graph_id", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("description", Text),
+    Column("config", JSONB, nullable=False),
+    Column("context", JSONB, nullable=False),
+    Column("metadata", JSONB, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    PrimaryKeyConstraint("tenant_id", "assistant_id", "version"),
+    Index("ix_langgraph_assistants_current", "tenant_id", "assistant_id", unique=True, postgresql_where=text("current")),
 )

@@ -2,7 +2,8 @@
 LangGraph's own ``langgraph dev`` (this folder's ``langgraph.json``). They cover the three
 shapes a ``langgraph.json`` entry may have: a compiled graph (``chat``, ``gated``, ``nested``,
 ``memory``), a ``StateGraph`` builder (``counter``) and a factory taking a config (``ask``);
-``memory`` reads and writes the server's store with ``get_store()``.
+``memory`` reads and writes the server's store with ``get_store()``; ``toned`` answers the
+``tone`` its config carries (an assistant's own, or the run's).
 
 The model is ``ChatOpenAI`` pointed at the suite's fake OpenAI server
 (``LANGGRAPH_TEST_MODEL_URL``, on 127.0.0.1); nothing reaches the network.
@@ -131,3 +132,15 @@ async def _count_visit(state: Visit) -> dict[str, Any]:
 
 
 memory = _chain(Visit, ("count", _count_visit)).compile()
+
+
+class Tone(TypedDict):
+    tone: str
+
+
+def _tone(state: Tone, config: RunnableConfig) -> dict[str, Any]:
+    # An assistant's config reaches the graph merged under the run's own (``POST /assistants``).
+    return {"tone": config["configurable"].get("tone", "none")}
+
+
+toned = _chain(Tone, ("tone", _tone)).compile()

@@ -23,9 +23,10 @@ from app.api.deps import Runtime, RuntimeDep
 from app.api.params import parse_id, uuid_path
 from app.api.problems import ApiProblem, problems
 from app.api.protocols.langgraph.auth import Tenant
-from app.api.protocols.langgraph.graphs import assistant, assistants
+from app.api.protocols.langgraph.graphs import assistants, merged, resolve
 from app.api.protocols.langgraph.schemas import (
     Body,
+    Offset,
     RunCreate,
     StreamMode,
     ThreadId,
@@ -82,7 +83,7 @@ class CronCountRequest(Body):
 class CronSearch(CronCountRequest):
     enabled: bool | None = None
     limit: Annotated[int, Field(ge=1, le=1000), Integral] = 10
-    offset: Annotated[int, Field(ge=0, le=1_000_000), Integral] = 0
+    offset: Offset = 0
     sort_by: Literal["created_at", "updated_at", "next_run_date"] = "created_at"
     sort_order: Literal["asc", "desc"] = "desc"
     select: list[StoredText] | None = None
@@ -130,8 +131,9 @@ async def _create(principal: Tenant, runtime: Runtime, guard: UrlGuardDep, body:
         await queue.get_thread(thread_id, tenant_id=principal.tenant_id)
     _refuse_unsupported(body.on_run_completed, body.multitask_strategy)
     timing = _timing(body.schedule, body.timezone)
-    found = assistant(runtime, body.assistant_id, status=422)
-    run_input = body.model_copy(update={"assistant_id": str(found.assistant_id)}).run_input()
+    found = await resolve(runtime, principal.tenant_id, body.assistant_id, status=422)
+    # An assistant of one's own: its config and context as they are now, under the cron's own.
+    run_input = body.model_copy(update={"assistant_id": str(found.assistant_id), **merged(found, body)}).run_input()
     checked_agent(runtime.settings.agent_registry, found.graph_id, run_input)
     if thread_id is not None:  # LangGraph's server names the thread's graph; its state routes read it
         graph = {"graph_id": found.graph_id, "assistant_id": str(found.assistant_id)}

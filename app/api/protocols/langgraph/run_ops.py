@@ -15,7 +15,7 @@ from sse_starlette import EventSourceResponse
 from app.api.auth import Caller
 from app.api.deps import Runtime
 from app.api.protocols.langgraph.frames import encode_frames
-from app.api.protocols.langgraph.graphs import assistant
+from app.api.protocols.langgraph.graphs import merged, resolve
 from app.api.protocols.langgraph.schemas import RunCreate, runq_webhook
 from app.api.protocols.langgraph.status import rolled_back, run_status
 from app.api.runs import SSE_MEDIA_TYPE, new_run
@@ -40,10 +40,11 @@ async def create_run(
     with the runs in flight: the thread-token scope check is runq's own) or on its own."""
     if thread_id is not None and not (body.if_not_exists == "create" and caller.grant is None):
         await caller.thread()  # 404 before anything about the body
-    found = assistant(runtime, body.assistant_id, status=422)
+    found = await resolve(runtime, caller.tenant_id, body.assistant_id, status=422)
     graph_id = found.graph_id
-    # The run and thread name the assistant by its UUID, whichever id (or the graph's) came.
-    body = body.model_copy(update={"assistant_id": str(found.assistant_id)})
+    # The run and thread name the assistant by its UUID, whichever id (or the graph's) came;
+    # the assistant's config and context lie under the run's own, as LangGraph's server merges.
+    body = body.model_copy(update={"assistant_id": str(found.assistant_id), **merged(found, body)})
     # Only the fields the request set, so a thread token's refusals (``delay_s``, ``webhook``)
     # see what it asked.
     fields: dict[str, Any] = {"delay_s": body.after_seconds} if body.after_seconds else {}

@@ -127,7 +127,7 @@ async def list_thread_runs(
     runtime: RuntimeDep,
     thread_id: ThreadId,
     limit: Annotated[int, Query(ge=1, le=1000)] = 10,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
     status: Literal["pending", "running", "success", "error", "timeout", "interrupted"]
     | None = None,
 ) -> list[dict[str, Any]]:

@@ -49,6 +49,8 @@ ThreadId = Annotated[str, uuid_path("The thread's id (a UUID)")]
 RunId = Annotated[str, uuid_path("The run's id (a UUID)")]
 CheckpointId = Annotated[str, uuid_path("A checkpoint's id (a UUID, as LangGraph makes them)")]
 WebhookUrl = Annotated[str, Field(min_length=1, max_length=2048)]
+# A page's start: bounded, so no offset overflows PostgreSQL's bigint (a 422, never a 500).
+Offset = Annotated[int, Field(ge=0, le=1_000_000), Integral]
 
 
 def runq_webhook(url: str | None) -> Webhook | None:
@@ -79,7 +81,7 @@ class ThreadCountRequest(Body):
 
 class ThreadSearchRequest(ThreadCountRequest):
     limit: Annotated[int, Field(ge=1, le=1000), Integral] = 10
-    offset: Annotated[int, Field(ge=0), Integral] = 0
+    offset: Offset = 0
 
 
 class ThreadStateUpdate(Body):
@@ -96,12 +98,42 @@ class ThreadHistoryRequest(Body):
     checkpoint: StoredObject | None = None
 
 
+class AssistantPatch(Body):
+    """``PATCH /assistants/{id}``: a new version; a field left out keeps the current one's,
+    ``metadata`` is merged into it."""
+
+    graph_id: StoredText | None = None
+    config: StoredObject | None = None
+    context: StoredObject | None = None
+    metadata: StoredObject | None = None
+    name: StoredText | None = None
+    description: StoredText | None = None
+
+
+class AssistantCreate(AssistantPatch):
+    """``POST /assistants``: an assistant of one's own, version 1."""
+
+    graph_id: StoredText
+    assistant_id: Annotated[uuid.UUID, Field(strict=False)] | None = None
+    if_exists: Literal["raise", "do_nothing"] | None = None
+
+
+class AssistantVersionsRequest(Body):
+    metadata: StoredObject | None = None
+    limit: Annotated[int, Field(ge=1, le=1000), Integral] = 10
+    offset: Offset = 0
+
+
+class AssistantLatest(Body):
+    version: Annotated[int, Field(ge=1, le=2**31 - 1), Integral]  # PostgreSQL's integer
+
+
 class AssistantSearchRequest(Body):
     graph_id: StoredText | None = None
     metadata: StoredObject = Field(default_factory=dict)
     name: StoredText | None = None
     limit: Annotated[int, Field(ge=1, le=1000), Integral] = 10
-    offset: Annotated[int, Field(ge=0), Integral] = 0
+    offset: Offset = 0
 
 
 class RunCreate(Body):
