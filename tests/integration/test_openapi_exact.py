@@ -101,7 +101,7 @@ BUSINESS_RULES = {
                            ("POST", "/history"), ("GET", "/runs"), ("POST", "/runs"), ("POST", "/runs/stream"),
                            ("POST", "/runs/wait"), ("GET", "/runs/{run_id}"), ("GET", "/runs/{run_id}/join"),
                            ("GET", "/runs/{run_id}/stream"), ("POST", "/runs/{run_id}/cancel"),
-                           ("POST", "/runs/crons"))),
+                           ("DELETE", "/runs/{run_id}"), ("POST", "/runs/crons"))),
     # Last-Event-ID is a seq of runq's event log (or -1), as on GET /runs/{run_id}/events.
     ("positive_data_acceptance", "GET /langgraph/threads/{thread_id}/runs/{run_id}/stream", "invalid_cursor"),
     ("positive_data_acceptance", "GET /langgraph/runs/{run_id}/stream", "invalid_cursor"),
