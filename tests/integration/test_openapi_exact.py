@@ -102,6 +102,17 @@ BUSINESS_RULES = {
                            ("POST", "/runs/wait"), ("GET", "/runs/{run_id}"), ("GET", "/runs/{run_id}/join"),
                            ("GET", "/runs/{run_id}/stream"), ("POST", "/runs/{run_id}/cancel"),
                            ("DELETE", "/runs/{run_id}"), ("POST", "/runs/crons"))),
+    # GET / PATCH / DELETE of /langgraph/threads/search (or /count) are the thread routes with the
+    # id "search", as on LangGraph's own server (Starlette routes them alike): a thread id is a
+    # UUID (422 invalid_id), an assistant id a UUID or a graph's name (404 for none of them); a
+    # PATCH without its body is a 422. Schemathesis' undocumented-method probe meets them.
+    *{
+        ("unsupported_method", f"POST /langgraph/{resource}/{action}", code)
+        for resource, codes in (("threads", ("invalid_id", "validation_error")),
+                                ("assistants", ("not_found", "validation_error")))
+        for action in ("search", "count")
+        for code in codes
+    },
     # Last-Event-ID is a seq of runq's event log (or -1), as on GET /runs/{run_id}/events.
     ("positive_data_acceptance", "GET /langgraph/threads/{thread_id}/runs/{run_id}/stream", "invalid_cursor"),
     ("positive_data_acceptance", "GET /langgraph/runs/{run_id}/stream", "invalid_cursor"),
