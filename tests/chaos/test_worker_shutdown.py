@@ -34,7 +34,9 @@ async def test_sigterm_releases_a_long_run_to_another_worker(
         "RUNQ_LOG_LEVEL": "debug",  # the second worker's "run started" line shows who finished it
     }
     first = spawn_worker(concurrency=1, **env)
-    run = await enqueue_demo(queue, prompt="hand me over", steps=3, step_s=1.0)
+    # long enough to be running still once the second worker is up (its start takes seconds on
+    # a loaded machine), short enough to finish well within the lease after the handoff
+    run = await enqueue_demo(queue, prompt="hand me over", steps=6, step_s=1.0)
     await wait_until(lambda: leased_by(queue, run.id, first.pid), within=10, what="the first claim")
     second = spawn_worker(concurrency=1, **env)
 
