@@ -61,7 +61,7 @@ def test_a_demo_run_maps_to_the_protocols_events() -> None:
     assert events[8] == {
         "type": "TOOL_CALL_START", "toolCallId": call, "toolCallName": "sleep", "parentMessageId": message_id,
     }  # fmt: skip
-    assert events[9] == {"type": "TOOL_CALL_ARGS", "toolCallId": call, "delta": '{"seconds": 0}'}
+    assert events[9] == {"type": "TOOL_CALL_ARGS", "toolCallId": call, "delta": '{"seconds":0}'}
     assert events[11] == {
         "type": "TOOL_CALL_RESULT", "messageId": f"{RUN}:7:result", "toolCallId": call,
         "content": "step 1 of 1 done", "role": "tool",

@@ -11,13 +11,12 @@ A replay translates the same events the same way: it is byte-identical to the li
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
+from app.db import jsonb
 
 Event = dict[str, Any]
 
@@ -185,7 +184,7 @@ class Segment:
         if self.parent is not None:
             start["parentMessageId"] = self.parent
         events = [*self._close_message(), start]
-        args = arguments if isinstance(arguments, str) else json.dumps(arguments if arguments is not None else {})
+        args = arguments if isinstance(arguments, str) else jsonb.dumps(arguments if arguments is not None else {}).decode()
         if args:
             events.append({"type": "TOOL_CALL_ARGS", "toolCallId": call_id, "delta": args})
         events.append({"type": "TOOL_CALL_END", "toolCallId": call_id})
@@ -213,7 +212,7 @@ def _custom(type_: str, data: Mapping[str, Any]) -> Event:
 
 
 def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
+    return value if isinstance(value, str) else jsonb.dumps(value).decode()
 
 
 _HANDLERS = {
@@ -233,14 +232,7 @@ _HANDLERS = {
 def frames(seq: int, events: Iterable[Event]) -> bytes:
     """SSE frames, each with ``id: <seq>`` of the runq event it came from, ending in LF only
     (``@ag-ui/client`` splits frames on ``\\n\\n``; sse-starlette's CRLF would break it)."""
-    return b"".join(b"id: %d\ndata: %s\n\n" % (seq, _json(e)) for e in events)
-
-
-def _json(event: Event) -> bytes:
-    try:
-        return orjson.dumps(event)
-    except TypeError:  # an integer past 64 bits, which orjson refuses and json writes
-        return json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode()
+    return b"".join(b"id: %d\ndata: %s\n\n" % (seq, jsonb.dumps(e)) for e in events)
 
 
 # A token's stored data as PostgreSQL prints it, its text alone (not empty): the frame takes
@@ -258,5 +250,5 @@ def translate_page(segment: Segment, events: Iterable[tuple[int, str, str]]) -> 
                 out.append(b'id: %d\ndata: {"type":"TEXT_MESSAGE_CONTENT","messageId":"%s","delta":%s}\n\n'
                            % (seq, segment.message.encode(), plain.group(1).encode()))
                 continue
-        out.append(frames(seq, segment.translate(seq, type_, json.loads(data))))
+        out.append(frames(seq, segment.translate(seq, type_, jsonb.loads(data))))
     return b"".join(out)

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
+from app.db import jsonb
 
 Chunk = dict[str, Any]
 APPROVAL_WAIT = "approval"  # the name the openai agent waits under before a gated tool call
@@ -114,7 +114,7 @@ class ChunkMapper:
             return []  # already ``output-denied``; the error the model got is not the client's
         if data.get("is_error"):
             output = data.get("output")
-            text = output if isinstance(output, str) else orjson.dumps(output).decode()
+            text = output if isinstance(output, str) else jsonb.dumps(output).decode()
             return [{"type": "tool-output-error", "toolCallId": call_id, "errorText": text}]
         return [
             {"type": "tool-output-available", "toolCallId": call_id, "output": data.get("output")}
@@ -197,7 +197,7 @@ def _approval_call(name: Any, payload: Any) -> str | None:
 
 def frame(seq: int, chunk: Chunk) -> bytes:
     """One SSE frame: the event's seq as ``id`` (several chunks of one event share it), LF only."""
-    return b"id: %d\ndata: %s\n\n" % (seq, orjson.dumps(chunk))
+    return b"id: %d\ndata: %s\n\n" % (seq, jsonb.dumps(chunk))
 
 
 DONE = b"data: [DONE]\n\n"
@@ -238,7 +238,7 @@ def frames(mapper: ChunkMapper, events: Sequence[tuple[int, str, str]]) -> bytes
             out.append(b'id: %d\ndata: {"type":"text-delta","id":"%s","delta":%s}\n\n'
                        % (seq, mapper.text_id.encode(), plain.group(1).encode()))
             continue
-        out.extend(frame(seq, chunk) for chunk in mapper.map(seq, type_, orjson.loads(data)))
+        out.extend(frame(seq, chunk) for chunk in mapper.map(seq, type_, jsonb.loads(data)))
     return b"".join(out)
 
 
