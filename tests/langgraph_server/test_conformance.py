@@ -70,6 +70,48 @@ async def test_threads_are_created_read_searched_patched_and_deleted(lg: LangGra
         await lg.threads.get(thread["thread_id"])
 
 
+async def test_thread_search_sorts_selects_and_filters_by_id(
+    server: Server, lg: LangGraphClient
+) -> None:
+    tag = uuid.uuid4().hex
+    made = [(await lg.threads.create(metadata={"tag": tag, "n": n}))["thread_id"] for n in range(3)]
+    asked = await lg.runs.wait(made[1], "ask", input={"question": "name?"})  # interrupted
+    assert "__interrupt__" in asked
+    await lg.threads.update(made[0], metadata={"touched": True})  # the latest updated
+
+    async def ids(**search: Any) -> list[str]:
+        return [t["thread_id"] for t in await lg.threads.search(metadata={"tag": tag}, **search)]
+
+    assert await ids() == [made[0], made[1], made[2]]  # no sort_by: updated_at, newest first
+    assert await ids(sort_by="created_at") == made[::-1]
+    assert await ids(sort_by="created_at", sort_order="asc") == made
+    assert await ids(sort_by="updated_at", sort_order="asc") == [made[2], made[1], made[0]]
+    assert await ids(sort_by="thread_id", sort_order="asc") == sorted(made)
+    assert await ids(sort_by="thread_id", sort_order="desc") == sorted(made, reverse=True)
+    assert (await ids(sort_by="status", sort_order="asc"))[-1] == made[1]  # idle < interrupted
+    assert (await ids(sort_by="status", sort_order="desc"))[0] == made[1]
+    assert await ids(sort_by="created_at", sort_order="asc", limit=1, offset=1) == [made[1]]
+    assert await ids(sort_by="status", sort_order="desc", limit=1) == [made[1]]
+    assert await ids(ids=[made[2], made[0]], sort_by="created_at", sort_order="asc") == [
+        made[0],
+        made[2],
+    ]
+    selected = await lg.threads.search(
+        metadata={"tag": tag}, select=["thread_id", "status"], sort_by="created_at"
+    )
+    assert selected == [
+        {"thread_id": made[2], "status": "idle"},
+        {"thread_id": made[1], "status": "interrupted"},
+        {"thread_id": made[0], "status": "idle"},
+    ]
+    async with server.http() as http:
+        for bad in ({"sort_by": "name"}, {"sort_order": "up"}, {"select": ["nope"]}):
+            answer = await http.post("/threads/search", json=bad)
+            assert answer.status_code == 422, (bad, answer.text)
+            if server.is_runq:
+                assert answer.json()["code"] == "validation_error"
+
+
 async def test_a_thread_id_the_client_chose(lg: LangGraphClient) -> None:
     thread_id = str(uuid.uuid4())
     created = await lg.threads.create(thread_id=thread_id, metadata={"a": 1})

@@ -79,9 +79,32 @@ class ThreadCountRequest(Body):
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
 
 
+ThreadSortBy = Literal["thread_id", "status", "created_at", "updated_at", "state_updated_at"]
+ThreadField = Literal[
+    "thread_id",
+    "created_at",
+    "updated_at",
+    "state_updated_at",
+    "metadata",
+    "config",
+    "status",
+    "values",
+    "interrupts",
+]
+
+
 class ThreadSearchRequest(ThreadCountRequest):
+    """``POST /threads/search``: without ``sort_by``, most recently updated first (as the
+    reference); ``sort_order`` defaults to ``desc``; ``select`` keeps only the fields named."""
+
+    ids: list[Annotated[uuid.UUID, Field(strict=False)]] | None = Field(
+        default=None, max_length=1000
+    )
     limit: Annotated[int, Field(ge=1, le=1000), Integral] = 10
     offset: Offset = 0
+    sort_by: ThreadSortBy | None = None
+    sort_order: Literal["asc", "desc"] | None = None
+    select: list[ThreadField] | None = None
 
 
 class ThreadStateUpdate(Body):
