@@ -88,17 +88,22 @@ class LangGraphAgent:
         config = self.run_config(ctx, thread_id)
         config["callbacks"] = [meter]
         pending: Any
+        start = config  # where the next stream starts; ``config``: the thread's latest checkpoint
         if await saver.last_writer(thread_id) != ctx.run_id:  # the input is not in the graph yet
             pending = self.graph_input(ctx.input)
+            start = self.start_config(ctx, config)
             if ctx.thread is not None:
-                progress.base = len(_messages((await graph.aget_state(config)).values))
+                progress.base = len(_messages((await graph.aget_state(start)).values))
                 await ctx.checkpoint(progress.state())
         else:
+            # A retried attempt goes on from the newest checkpoint, which is this run's (also
+            # when the run forked the thread from an earlier one: the fork is the newest).
             interrupts = (await graph.aget_state(config)).interrupts
             pending = await self._answer(ctx, interrupts) if interrupts and self.waits_on_interrupt else None
         try:
             while True:
-                await self._stream(ctx, graph, pending, config, meter, progress)
+                await self._stream(ctx, graph, pending, start, meter, progress)
+                start = config
                 snapshot = await graph.aget_state(config)
                 if not snapshot.interrupts or not self.waits_on_interrupt:
                     break
@@ -123,6 +128,11 @@ class LangGraphAgent:
     def run_config(self, ctx: RunContext, thread_id: str) -> RunnableConfig:
         """The graph's config for the run: the LangGraph thread is runq's (or the run)."""
         return {"configurable": {"thread_id": thread_id}}
+
+    def start_config(self, ctx: RunContext, config: RunnableConfig) -> RunnableConfig:
+        """The config the run's input goes in with: ``config`` (the thread's latest checkpoint),
+        or one naming an earlier checkpoint to fork the thread from."""
+        return config
 
     def stream_modes(self, ctx: RunContext) -> tuple[str, ...]:
         """LangGraph stream modes stored as ``langgraph`` events, ``{event, data}`` as
