@@ -4,6 +4,7 @@ ids and times aside. Cases marked ``runq_only`` are where runq is stronger and s
 
 from __future__ import annotations
 
+import re
 import uuid
 from pathlib import Path
 from typing import Any
@@ -374,6 +375,97 @@ async def test_a_resumed_stream_is_byte_identical(server: Server, lg: LangGraphC
         whole = (await http.get(path)).content
         again = (await http.get(path, headers={"Last-Event-ID": "-1"})).content
     assert whole == again and whole.startswith(b"id: ")
+
+
+def callback_events(parts: list[Any]) -> list[tuple[Any, ...]]:
+    """The ``events`` frames as ``(event, name, tags, depth, data)``: run ids and metadata aside."""
+    return [
+        (
+            p.data["event"],
+            p.data["name"],
+            p.data["tags"],
+            len(p.data["parent_ids"]),
+            p.data["data"],
+        )
+        for p in parts
+        if p.event == "events"
+    ]
+
+
+async def test_the_events_mode_sends_langchain_callback_events(lg: LangGraphClient) -> None:
+    thread_id = (await lg.threads.create())["thread_id"]
+    parts = await collect(
+        lg.runs.stream(thread_id, "counter", input={"count": 1}, stream_mode=["events", "values"])
+    )
+    assert [p.event for p in parts] == ["metadata", "events", "values"] + [
+        "events",
+        "events",
+        "events",
+        "values",
+    ] * 2 + ["events"]
+    one, two = ({"count": 1, "steps": []}, {"count": 2, "steps": ["one"]})
+    done = {"count": 20, "steps": ["one", "two"]}
+    assert callback_events(parts) == [
+        ("on_chain_start", "counter", [], 0, {"input": {"count": 1}}),
+        ("on_chain_start", "one", ["graph:step:1"], 1, {"input": one}),
+        ("on_chain_stream", "one", ["graph:step:1"], 1, {"chunk": two}),
+        ("on_chain_end", "one", ["graph:step:1"], 1, {"input": one, "output": two}),
+        ("on_chain_start", "two", ["graph:step:2"], 1, {"input": two}),
+        ("on_chain_stream", "two", ["graph:step:2"], 1, {"chunk": {"count": 20, "steps": ["two"]}}),
+        (
+            "on_chain_end",
+            "two",
+            ["graph:step:2"],
+            1,
+            {"input": two, "output": {"count": 20, "steps": ["two"]}},
+        ),
+        ("on_chain_end", "counter", [], 0, {"output": done}),
+    ]
+    root = parts[1].data
+    assert root["run_id"] == parts[0].data["run_id"]  # the root run is the LangGraph run
+    assert root["metadata"]["thread_id"] == thread_id
+    assert (await lg.threads.get_state(thread_id))["values"] == done
+
+
+async def test_the_events_mode_sends_a_models_tokens(server: Server, lg: LangGraphClient) -> None:
+    server.model.script(answer("Hello there"))
+    thread_id = (await lg.threads.create())["thread_id"]
+    parts = await collect(
+        lg.runs.stream(
+            thread_id,
+            "chat",
+            input={"messages": [{"role": "user", "content": "hi"}]},
+            stream_mode="events",
+        )
+    )
+    assert {p.event for p in parts} == {"metadata", "events"}
+    kinds = [p.data["event"] for p in parts if p.event == "events"]
+    assert kinds[0] == "on_chain_start" and kinds[-1] == "on_chain_end"
+    assert {"on_chat_model_start", "on_chat_model_stream", "on_chat_model_end"} <= set(kinds)
+    tokens = [
+        p.data["data"]["chunk"] for p in parts[1:] if p.data["event"] == "on_chat_model_stream"
+    ]
+    assert "".join(t["content"] for t in tokens) == "Hello there"
+    assert {t["type"] for t in tokens} == {"AIMessageChunk"}
+    [end] = [p.data for p in parts[1:] if p.data["event"] == "on_chat_model_end"]
+    assert end["data"]["output"]["content"] == "Hello there"
+    assert end["metadata"]["langgraph_node"] == "model"
+
+
+async def test_an_events_stream_resumes_byte_for_byte(server: Server, lg: LangGraphClient) -> None:
+    runq_only(server, "every events frame is stored before it is sent, with an id of runq's log")
+    thread_id = (await lg.threads.create())["thread_id"]
+    body = {"assistant_id": "counter", "input": {"count": 1}, "stream_mode": ["events", "updates"]}
+    async with server.http() as http:
+        live = (await http.post(f"/threads/{thread_id}/runs/stream", json=body)).content
+        [run] = await lg.runs.list(thread_id)
+        path = f"/threads/{thread_id}/runs/{run['run_id']}/stream"
+        again = (await http.get(path, headers={"Last-Event-ID": "-1"})).content
+        ids = re.findall(rb"^id: (\d+)\r?$", live, flags=re.MULTILINE)
+        middle_id = ids[len(ids) // 2].decode()
+        rest = (await http.get(path, headers={"Last-Event-ID": middle_id})).content
+    assert live == again and b"event: events" in live
+    assert live.endswith(rest) and rest.startswith(b"id: ") and len(rest) < len(live)
 
 
 async def test_keys_and_tenants(server: Server, lg: LangGraphClient, database_url: str) -> None:

@@ -19,8 +19,8 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, is_dataclass
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, is_dataclass
 from typing import Any, ClassVar, Literal
 
 from langchain_core.callbacks import AsyncCallbackHandler
@@ -134,6 +134,11 @@ class LangGraphAgent:
         or one naming an earlier checkpoint to fork the thread from."""
         return config
 
+    def streams_events(self, ctx: RunContext) -> bool:
+        """Whether LangChain's callback events (``astream_events`` v2) are stored too, each as a
+        ``langgraph`` event ``{event: "events", data}`` (LangGraph's ``events`` stream mode)."""
+        return False
+
     def stream_modes(self, ctx: RunContext) -> tuple[str, ...]:
         """LangGraph stream modes stored as ``langgraph`` events, ``{event, data}`` as
         LangGraph's server sends them (none for a runq agent: runq's own events say it)."""
@@ -167,11 +172,30 @@ class LangGraphAgent:
     ) -> None:
         wire = self.stream_modes(ctx)
         modes: list[Any] = sorted({"messages", "debug", *wire})
-        stream = graph.astream(
-            pending, config, stream_mode=modes, **self.stream_options(ctx)
-        )
+        if self.streams_events(ctx):
+            events = graph.astream_events(
+                pending, config, version="v2", stream_mode=modes, **self.stream_options(ctx)
+            )
+            async with contextlib.aclosing(_parts_and_events(events)) as stream:
+                await self._consume(ctx, stream, wire, meter, progress)
+        else:
+            parts = graph.astream(pending, config, stream_mode=modes, **self.stream_options(ctx))
+            await self._consume(ctx, parts, wire, meter, progress)
+
+    async def _consume(
+        self,
+        ctx: RunContext,
+        stream: AsyncIterator[Any],
+        wire: tuple[str, ...],
+        meter: _Meter,
+        progress: _Progress,
+    ) -> None:
+        """Store the stream's parts as events: the wire modes' frames, runq's own events."""
         part: Any  # (mode, chunk), or (namespace, mode, chunk) when subgraphs stream too
         async for part in stream:
+            if isinstance(part, LangChainEvent):  # stored as sent: a resume replays it as is
+                await ctx.emit("langgraph", {"event": "events", "data": wire_json(part.event)})
+                continue
             namespace, mode, chunk = part if len(part) == 3 else ((), *part)
             if mode in wire:  # a subgraph's as LangGraph's server names it: "updates|child:<task>"
                 for event, data in self.wire_frames(ctx, mode, chunk):
@@ -203,6 +227,28 @@ class LangGraphAgent:
         if new:
             await ctx.add_messages([_thread_message(m) for m in convert_to_openai_messages(new)])
             progress.added += len(new)
+
+
+@dataclass(frozen=True, slots=True)
+class LangChainEvent:
+    """One event of ``astream_events`` that is not a chunk of the graph's own stream."""
+
+    event: Mapping[str, Any]
+
+
+async def _parts_and_events(events: AsyncIterator[Any]) -> AsyncGenerator[Any]:
+    """``astream_events``' events as ``astream``'s parts: the graph's own ``on_chain_stream``
+    events carry them (the root run has no parent); every other event is a
+    :class:`LangChainEvent`, but those LangChain hides from tracing, as LangGraph's server skips."""
+    try:
+        async for event in events:
+            if event["event"] == "on_chain_stream" and not event.get("parent_ids"):
+                yield event["data"]["chunk"]
+            elif "langsmith:hidden" not in (event.get("tags") or ()):
+                yield LangChainEvent(event)
+    finally:  # closed at once when the run stops, in its own task
+        if isinstance(events, AsyncGenerator):
+            await events.aclose()
 
 
 class _Progress:

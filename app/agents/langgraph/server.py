@@ -52,7 +52,15 @@ class ServerGraphAgent(LangGraphAgent):
 
     def compiled(self, saver: RunqSaver, ctx: RunContext | None = None) -> CompiledStateGraph[Any]:
         config = ServerRunInput.model_validate(ctx.input).config if ctx is not None else {}
-        return bind_graph(self.source, saver, config)
+        graph = bind_graph(self.source, saver, config)
+        # LangGraph's server names a graph left unnamed by its graph id (the root run's name in
+        # the ``events`` mode).
+        if graph.name == "LangGraph":
+            graph = graph.copy(update={"name": self.graph_id})
+        return graph
+
+    def streams_events(self, ctx: RunContext) -> bool:
+        return "events" in ServerRunInput.model_validate(ctx.input).stream_mode
 
     def run_config(self, ctx: RunContext, thread_id: str) -> RunnableConfig:
         """The request's config on the thread's latest checkpoint: a checkpoint it names (in
@@ -61,7 +69,13 @@ class ServerGraphAgent(LangGraphAgent):
         configurable = {
             k: v for k, v in config.get("configurable", {}).items() if k not in CHECKPOINT_KEYS
         }
-        return {**config, "configurable": {**configurable, "thread_id": thread_id}}  # type: ignore[typeddict-item]
+        run_config: RunnableConfig = {
+            **config,  # type: ignore[typeddict-item]
+            "configurable": {**configurable, "thread_id": thread_id},
+        }
+        if ctx.attempt == 1:  # the root run's id, as the reference gives it (a retry: a new one)
+            run_config["run_id"] = ctx.run_id
+        return run_config
 
     def start_config(self, ctx: RunContext, config: RunnableConfig) -> RunnableConfig:
         """The run's checkpoint (``checkpoint_id`` / ``checkpoint`` of the request, else one in
