@@ -452,6 +452,22 @@ async def test_the_events_mode_sends_a_models_tokens(server: Server, lg: LangGra
     assert end["metadata"]["langgraph_node"] == "model"
 
 
+async def test_an_events_run_is_cancelled_mid_node(lg: LangGraphClient, tmp_path: Path) -> None:
+    thread_id = (await lg.threads.create())["thread_id"]
+    run = await _gated_run(lg, thread_id, tmp_path / "never", stream_mode=["events"])
+    await lg.runs.cancel(thread_id, run["run_id"], wait=True)
+    assert (await lg.runs.get(thread_id, run["run_id"]))["status"] == "interrupted"
+    (tmp_path / "open").touch()
+    parts = await collect(
+        lg.runs.stream(
+            thread_id, "gated", input={"gate": str(tmp_path / "open")}, stream_mode="events"
+        )
+    )
+    assert [p.data["name"] for p in parts if p.event == "events"] == ["gated"] + ["wait"] * 3 + [
+        "gated"
+    ]
+
+
 async def test_an_events_stream_resumes_byte_for_byte(server: Server, lg: LangGraphClient) -> None:
     runq_only(server, "every events frame is stored before it is sent, with an id of runq's log")
     thread_id = (await lg.threads.create())["thread_id"]
