@@ -37,6 +37,9 @@ class ServerRunInput(BaseModel):
     interrupt_before: list[str] | Literal["*"] | None = None
     interrupt_after: list[str] | Literal["*"] | None = None
     durability: Literal["sync", "async", "exit"] | None = None  # None: the agent's (sync)
+    # Where the run starts: a checkpoint of the thread (``checkpoint_id``, ``checkpoint_ns``),
+    # not its latest (LangGraph's time travel); None: the latest.
+    checkpoint: dict[str, Any] | None = None
     # What the /langgraph routes show of the run; the graph does not read them.
     assistant_id: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)

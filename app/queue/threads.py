@@ -10,9 +10,9 @@ statements, which lock a thread before its runs too, never deadlock with them.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -100,12 +100,24 @@ class Threads(Runs):
         return thread_from_row(row)
 
     async def search_threads(
-        self, *, tenant_id: str, metadata: Mapping[str, Any], limit: int, offset: int = 0
+        self,
+        *,
+        tenant_id: str,
+        metadata: Mapping[str, Any],
+        limit: int,
+        offset: int = 0,
+        ids: Sequence[uuid.UUID] | None = None,
+        sort_by: Literal["created_at", "updated_at", "thread_id"] = "created_at",
+        descending: bool = True,
     ) -> list[Thread]:
-        """The tenant's threads whose metadata contains ``metadata``, newest first."""
+        """The tenant's threads whose metadata contains ``metadata`` (of ``ids``, when given),
+        ordered by ``sort_by`` then id (newest first by default)."""
         params = {
             "tenant_id": tenant_id,
             "metadata": dumps(metadata),
+            "ids": None if ids is None else list(ids),
+            "sort_by": sort_by,
+            "descending": descending,
             "limit": limit,
             "offset": offset,
         }

@@ -4,6 +4,7 @@ ids and times aside. Cases marked ``runq_only`` are where runq is stronger and s
 
 from __future__ import annotations
 
+import re
 import uuid
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,48 @@ async def test_threads_are_created_read_searched_patched_and_deleted(lg: LangGra
     await lg.threads.delete(thread["thread_id"])
     with pytest.raises(NotFoundError):
         await lg.threads.get(thread["thread_id"])
+
+
+async def test_thread_search_sorts_selects_and_filters_by_id(
+    server: Server, lg: LangGraphClient
+) -> None:
+    tag = uuid.uuid4().hex
+    made = [(await lg.threads.create(metadata={"tag": tag, "n": n}))["thread_id"] for n in range(3)]
+    asked = await lg.runs.wait(made[1], "ask", input={"question": "name?"})  # interrupted
+    assert "__interrupt__" in asked
+    await lg.threads.update(made[0], metadata={"touched": True})  # the latest updated
+
+    async def ids(**search: Any) -> list[str]:
+        return [t["thread_id"] for t in await lg.threads.search(metadata={"tag": tag}, **search)]
+
+    assert await ids() == [made[0], made[1], made[2]]  # no sort_by: updated_at, newest first
+    assert await ids(sort_by="created_at") == made[::-1]
+    assert await ids(sort_by="created_at", sort_order="asc") == made
+    assert await ids(sort_by="updated_at", sort_order="asc") == [made[2], made[1], made[0]]
+    assert await ids(sort_by="thread_id", sort_order="asc") == sorted(made)
+    assert await ids(sort_by="thread_id", sort_order="desc") == sorted(made, reverse=True)
+    assert (await ids(sort_by="status", sort_order="asc"))[-1] == made[1]  # idle < interrupted
+    assert (await ids(sort_by="status", sort_order="desc"))[0] == made[1]
+    assert await ids(sort_by="created_at", sort_order="asc", limit=1, offset=1) == [made[1]]
+    assert await ids(sort_by="status", sort_order="desc", limit=1) == [made[1]]
+    assert await ids(ids=[made[2], made[0]], sort_by="created_at", sort_order="asc") == [
+        made[0],
+        made[2],
+    ]
+    selected = await lg.threads.search(
+        metadata={"tag": tag}, select=["thread_id", "status"], sort_by="created_at"
+    )
+    assert selected == [
+        {"thread_id": made[2], "status": "idle"},
+        {"thread_id": made[1], "status": "interrupted"},
+        {"thread_id": made[0], "status": "idle"},
+    ]
+    async with server.http() as http:
+        for bad in ({"sort_by": "name"}, {"sort_order": "up"}, {"select": ["nope"]}):
+            answer = await http.post("/threads/search", json=bad)
+            assert answer.status_code == 422, (bad, answer.text)
+            if server.is_runq:
+                assert answer.json()["code"] == "validation_error"
 
 
 async def test_a_thread_id_the_client_chose(lg: LangGraphClient) -> None:
@@ -190,8 +233,12 @@ async def test_a_background_run_is_listed_read_and_joined(lg: LangGraphClient) -
     assert [r["run_id"] for r in listed] == [run["run_id"]]
 
 
-async def _gated_run(lg: LangGraphClient, thread_id: str, gate: Path) -> dict[str, Any]:
-    run = await lg.runs.create(thread_id, "gated", input={"gate": str(gate), "passed": False})
+async def _gated_run(
+    lg: LangGraphClient, thread_id: str, gate: Path, **fields: Any
+) -> dict[str, Any]:
+    run = await lg.runs.create(
+        thread_id, "gated", input={"gate": str(gate), "passed": False}, **fields
+    )
 
     async def running() -> bool:
         return (await lg.runs.get(thread_id, run["run_id"]))["status"] == "running"
@@ -245,6 +292,55 @@ async def test_update_state_then_run_from_it(lg: LangGraphClient) -> None:
     assert (await lg.runs.wait(thread["thread_id"], "counter", input=None))["count"] == 50
 
 
+async def test_a_run_from_an_earlier_checkpoint_forks_the_thread(lg: LangGraphClient) -> None:
+    thread_id = (await lg.threads.create())["thread_id"]
+    assert await lg.runs.wait(thread_id, "counter", input={"count": 1}) == {
+        "count": 20,
+        "steps": ["one", "two"],
+    }
+    first = (await lg.threads.get_state(thread_id))["checkpoint"]["checkpoint_id"]
+    second = await lg.runs.wait(thread_id, "counter", input={"count": 5})
+    assert second == {"count": 60, "steps": ["one", "two", "one", "two"]}
+    forked = await lg.runs.wait(thread_id, "counter", input={"count": 2}, checkpoint_id=first)
+    assert forked == {"count": 30, "steps": ["one", "two", "one", "two"]}  # on the first's state
+    state = await lg.threads.get_state(thread_id)
+    assert (state["values"], state["next"]) == (forked, [])
+    assert (await lg.threads.get(thread_id))["values"] == forked
+    history = await lg.threads.get_history(thread_id, limit=4)  # the fork's: input, 3 steps
+    assert history[-1]["metadata"]["source"] == "input"
+    assert history[-1]["parent_checkpoint"]["checkpoint_id"] == first
+    # The same with ``checkpoint`` (what the SDK sends for a subgraph's too), streamed.
+    parts = await collect(
+        lg.runs.stream(
+            thread_id,
+            "counter",
+            input={"count": 3},
+            checkpoint={"checkpoint_id": first, "checkpoint_ns": ""},
+            stream_mode="values",
+        )
+    )
+    assert frames(parts)[-1] == ("values", {"count": 40, "steps": ["one", "two", "one", "two"]})
+    # A run after the fork goes on from it (the thread's newest state).
+    assert (await lg.runs.wait(thread_id, "counter", input={"count": 0}))["steps"] == [
+        "one",
+        "two",
+    ] * 3
+
+
+async def test_a_run_from_an_unknown_checkpoint_starts_from_nothing(lg: LangGraphClient) -> None:
+    thread_id = (await lg.threads.create())["thread_id"]
+    await lg.runs.wait(thread_id, "counter", input={"count": 1})
+    # LangGraph's saver finds no such checkpoint: the graph starts as on a new thread.
+    out = await lg.runs.wait(
+        thread_id, "counter", input={"count": 2}, checkpoint_id=str(uuid.uuid4())
+    )
+    assert out == {"count": 30, "steps": ["one", "two"]}
+    assert (await lg.threads.get_state(thread_id))["values"] == out
+    with pytest.raises(httpx.HTTPStatusError) as refused:  # not a UUID
+        await lg.runs.wait(thread_id, "counter", input={"count": 2}, checkpoint_id="nope")
+    assert refused.value.response.status_code == 422
+
+
 async def test_a_stream_resumes_after_any_frame_without_stream_resumable(
     server: Server, lg: LangGraphClient
 ) -> None:
@@ -279,6 +375,113 @@ async def test_a_resumed_stream_is_byte_identical(server: Server, lg: LangGraphC
         whole = (await http.get(path)).content
         again = (await http.get(path, headers={"Last-Event-ID": "-1"})).content
     assert whole == again and whole.startswith(b"id: ")
+
+
+def callback_events(parts: list[Any]) -> list[tuple[Any, ...]]:
+    """The ``events`` frames as ``(event, name, tags, depth, data)``: run ids and metadata aside."""
+    return [
+        (
+            p.data["event"],
+            p.data["name"],
+            p.data["tags"],
+            len(p.data["parent_ids"]),
+            p.data["data"],
+        )
+        for p in parts
+        if p.event == "events"
+    ]
+
+
+async def test_the_events_mode_sends_langchain_callback_events(lg: LangGraphClient) -> None:
+    thread_id = (await lg.threads.create())["thread_id"]
+    parts = await collect(
+        lg.runs.stream(thread_id, "counter", input={"count": 1}, stream_mode=["events", "values"])
+    )
+    assert [p.event for p in parts] == ["metadata", "events", "values"] + [
+        "events",
+        "events",
+        "events",
+        "values",
+    ] * 2 + ["events"]
+    one, two = ({"count": 1, "steps": []}, {"count": 2, "steps": ["one"]})
+    done = {"count": 20, "steps": ["one", "two"]}
+    assert callback_events(parts) == [
+        ("on_chain_start", "counter", [], 0, {"input": {"count": 1}}),
+        ("on_chain_start", "one", ["graph:step:1"], 1, {"input": one}),
+        ("on_chain_stream", "one", ["graph:step:1"], 1, {"chunk": two}),
+        ("on_chain_end", "one", ["graph:step:1"], 1, {"input": one, "output": two}),
+        ("on_chain_start", "two", ["graph:step:2"], 1, {"input": two}),
+        ("on_chain_stream", "two", ["graph:step:2"], 1, {"chunk": {"count": 20, "steps": ["two"]}}),
+        (
+            "on_chain_end",
+            "two",
+            ["graph:step:2"],
+            1,
+            {"input": two, "output": {"count": 20, "steps": ["two"]}},
+        ),
+        ("on_chain_end", "counter", [], 0, {"output": done}),
+    ]
+    root = parts[1].data
+    assert root["run_id"] == parts[0].data["run_id"]  # the root run is the LangGraph run
+    assert root["metadata"]["thread_id"] == thread_id
+    assert (await lg.threads.get_state(thread_id))["values"] == done
+
+
+async def test_the_events_mode_sends_a_models_tokens(server: Server, lg: LangGraphClient) -> None:
+    server.model.script(answer("Hello there"))
+    thread_id = (await lg.threads.create())["thread_id"]
+    parts = await collect(
+        lg.runs.stream(
+            thread_id,
+            "chat",
+            input={"messages": [{"role": "user", "content": "hi"}]},
+            stream_mode="events",
+        )
+    )
+    assert {p.event for p in parts} == {"metadata", "events"}
+    kinds = [p.data["event"] for p in parts if p.event == "events"]
+    assert kinds[0] == "on_chain_start" and kinds[-1] == "on_chain_end"
+    assert {"on_chat_model_start", "on_chat_model_stream", "on_chat_model_end"} <= set(kinds)
+    tokens = [
+        p.data["data"]["chunk"] for p in parts[1:] if p.data["event"] == "on_chat_model_stream"
+    ]
+    assert "".join(t["content"] for t in tokens) == "Hello there"
+    assert {t["type"] for t in tokens} == {"AIMessageChunk"}
+    [end] = [p.data for p in parts[1:] if p.data["event"] == "on_chat_model_end"]
+    assert end["data"]["output"]["content"] == "Hello there"
+    assert end["metadata"]["langgraph_node"] == "model"
+
+
+async def test_an_events_run_is_cancelled_mid_node(lg: LangGraphClient, tmp_path: Path) -> None:
+    thread_id = (await lg.threads.create())["thread_id"]
+    run = await _gated_run(lg, thread_id, tmp_path / "never", stream_mode=["events"])
+    await lg.runs.cancel(thread_id, run["run_id"], wait=True)
+    assert (await lg.runs.get(thread_id, run["run_id"]))["status"] == "interrupted"
+    (tmp_path / "open").touch()
+    parts = await collect(
+        lg.runs.stream(
+            thread_id, "gated", input={"gate": str(tmp_path / "open")}, stream_mode="events"
+        )
+    )
+    assert [p.data["name"] for p in parts if p.event == "events"] == ["gated"] + ["wait"] * 3 + [
+        "gated"
+    ]
+
+
+async def test_an_events_stream_resumes_byte_for_byte(server: Server, lg: LangGraphClient) -> None:
+    runq_only(server, "every events frame is stored before it is sent, with an id of runq's log")
+    thread_id = (await lg.threads.create())["thread_id"]
+    body = {"assistant_id": "counter", "input": {"count": 1}, "stream_mode": ["events", "updates"]}
+    async with server.http() as http:
+        live = (await http.post(f"/threads/{thread_id}/runs/stream", json=body)).content
+        [run] = await lg.runs.list(thread_id)
+        path = f"/threads/{thread_id}/runs/{run['run_id']}/stream"
+        again = (await http.get(path, headers={"Last-Event-ID": "-1"})).content
+        ids = re.findall(rb"^id: (\d+)\r?$", live, flags=re.MULTILINE)
+        middle_id = ids[len(ids) // 2].decode()
+        rest = (await http.get(path, headers={"Last-Event-ID": middle_id})).content
+    assert live == again and b"event: events" in live
+    assert live.endswith(rest) and rest.startswith(b"id: ") and len(rest) < len(live)
 
 
 async def test_keys_and_tenants(server: Server, lg: LangGraphClient, database_url: str) -> None:
@@ -362,6 +565,26 @@ async def test_a_run_survives_its_worker_killed_mid_stream(
         "passed": True,
     }
     assert (await lg.runs.get(thread["thread_id"], run["run_id"]))["status"] == "success"
+
+
+async def test_a_forked_run_whose_worker_died_goes_on_from_the_fork(
+    server: Server, lg: LangGraphClient, tmp_path: Path
+) -> None:
+    runq_only(server, "a retried attempt resumes the fork it began, never forks again")
+    assert server.worker is not None
+    thread_id = (await lg.threads.create())["thread_id"]
+    (tmp_path / "open").touch()
+    await lg.runs.wait(thread_id, "gated", input={"gate": str(tmp_path / "open")})
+    first = (await lg.threads.get_state(thread_id))["checkpoint"]["checkpoint_id"]
+    await lg.runs.wait(thread_id, "gated", input={"gate": str(tmp_path / "open"), "passed": False})
+    gate = tmp_path / "gate"
+    run = await _gated_run(lg, thread_id, gate, checkpoint_id=first)
+    server.worker.kill_and_restart()
+    gate.touch()
+    assert await lg.runs.join(thread_id, run["run_id"]) == {"gate": str(gate), "passed": True}
+    history = await lg.threads.get_history(thread_id, limit=3)  # the fork, forked once
+    assert [h["metadata"]["source"] for h in history] == ["loop", "loop", "input"]
+    assert history[2]["parent_checkpoint"]["checkpoint_id"] == first
 
 
 async def test_deleting_a_busy_thread_cancels_its_run(lg: LangGraphClient, tmp_path: Path) -> None:

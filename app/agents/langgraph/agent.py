@@ -19,8 +19,8 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, is_dataclass
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, is_dataclass
 from typing import Any, ClassVar, Literal
 
 from langchain_core.callbacks import AsyncCallbackHandler
@@ -88,17 +88,22 @@ class LangGraphAgent:
         config = self.run_config(ctx, thread_id)
         config["callbacks"] = [meter]
         pending: Any
+        start = config  # where the next stream starts; ``config``: the thread's latest checkpoint
         if await saver.last_writer(thread_id) != ctx.run_id:  # the input is not in the graph yet
             pending = self.graph_input(ctx.input)
+            start = self.start_config(ctx, config)
             if ctx.thread is not None:
-                progress.base = len(_messages((await graph.aget_state(config)).values))
+                progress.base = len(_messages((await graph.aget_state(start)).values))
                 await ctx.checkpoint(progress.state())
         else:
+            # A retried attempt goes on from the newest checkpoint, which is this run's (also
+            # when the run forked the thread from an earlier one: the fork is the newest).
             interrupts = (await graph.aget_state(config)).interrupts
             pending = await self._answer(ctx, interrupts) if interrupts and self.waits_on_interrupt else None
         try:
             while True:
-                await self._stream(ctx, graph, pending, config, meter, progress)
+                await self._stream(ctx, graph, pending, start, meter, progress)
+                start = config
                 snapshot = await graph.aget_state(config)
                 if not snapshot.interrupts or not self.waits_on_interrupt:
                     break
@@ -123,6 +128,16 @@ class LangGraphAgent:
     def run_config(self, ctx: RunContext, thread_id: str) -> RunnableConfig:
         """The graph's config for the run: the LangGraph thread is runq's (or the run)."""
         return {"configurable": {"thread_id": thread_id}}
+
+    def start_config(self, ctx: RunContext, config: RunnableConfig) -> RunnableConfig:
+        """The config the run's input goes in with: ``config`` (the thread's latest checkpoint),
+        or one naming an earlier checkpoint to fork the thread from."""
+        return config
+
+    def streams_events(self, ctx: RunContext) -> bool:
+        """Whether LangChain's callback events (``astream_events`` v2) are stored too, each as a
+        ``langgraph`` event ``{event: "events", data}`` (LangGraph's ``events`` stream mode)."""
+        return False
 
     def stream_modes(self, ctx: RunContext) -> tuple[str, ...]:
         """LangGraph stream modes stored as ``langgraph`` events, ``{event, data}`` as
@@ -157,11 +172,30 @@ class LangGraphAgent:
     ) -> None:
         wire = self.stream_modes(ctx)
         modes: list[Any] = sorted({"messages", "debug", *wire})
-        stream = graph.astream(
-            pending, config, stream_mode=modes, **self.stream_options(ctx)
-        )
+        if self.streams_events(ctx):
+            events = graph.astream_events(
+                pending, config, version="v2", stream_mode=modes, **self.stream_options(ctx)
+            )
+            async with contextlib.aclosing(_parts_and_events(events)) as stream:
+                await self._consume(ctx, stream, wire, meter, progress)
+        else:
+            parts = graph.astream(pending, config, stream_mode=modes, **self.stream_options(ctx))
+            await self._consume(ctx, parts, wire, meter, progress)
+
+    async def _consume(
+        self,
+        ctx: RunContext,
+        stream: AsyncIterator[Any],
+        wire: tuple[str, ...],
+        meter: _Meter,
+        progress: _Progress,
+    ) -> None:
+        """Store the stream's parts as events: the wire modes' frames, runq's own events."""
         part: Any  # (mode, chunk), or (namespace, mode, chunk) when subgraphs stream too
         async for part in stream:
+            if isinstance(part, LangChainEvent):  # stored as sent: a resume replays it as is
+                await ctx.emit("langgraph", {"event": "events", "data": wire_json(part.event)})
+                continue
             namespace, mode, chunk = part if len(part) == 3 else ((), *part)
             if mode in wire:  # a subgraph's as LangGraph's server names it: "updates|child:<task>"
                 for event, data in self.wire_frames(ctx, mode, chunk):
@@ -193,6 +227,28 @@ class LangGraphAgent:
         if new:
             await ctx.add_messages([_thread_message(m) for m in convert_to_openai_messages(new)])
             progress.added += len(new)
+
+
+@dataclass(frozen=True, slots=True)
+class LangChainEvent:
+    """One event of ``astream_events`` that is not a chunk of the graph's own stream."""
+
+    event: Mapping[str, Any]
+
+
+async def _parts_and_events(events: AsyncIterator[Any]) -> AsyncGenerator[Any]:
+    """``astream_events``' events as ``astream``'s parts: the graph's own ``on_chain_stream``
+    events carry them (the root run has no parent); every other event is a
+    :class:`LangChainEvent`, but those LangChain hides from tracing, as LangGraph's server skips."""
+    try:
+        async for event in events:
+            if event["event"] == "on_chain_stream" and not event.get("parent_ids"):
+                yield event["data"]["chunk"]
+            elif "langsmith:hidden" not in (event.get("tags") or ()):
+                yield LangChainEvent(event)
+    finally:  # closed at once when the run stops, in its own task
+        if isinstance(events, AsyncGenerator):
+            await events.aclose()
 
 
 class _Progress:

@@ -24,6 +24,9 @@ from app.agents.langgraph_wire import STREAM_MODES, ServerRunInput, wire_json
 from app.errors import QueueError
 from app.settings import Settings
 
+# The ``configurable`` keys that name a checkpoint rather than configure the graph.
+CHECKPOINT_KEYS = ("checkpoint_id", "checkpoint_ns", "checkpoint_map")
+
 
 class ServerGraphAgent(LangGraphAgent):
     """Subclassed per graph id by :func:`app.agents.langgraph.graphs.server_agent`."""
@@ -49,12 +52,42 @@ class ServerGraphAgent(LangGraphAgent):
 
     def compiled(self, saver: RunqSaver, ctx: RunContext | None = None) -> CompiledStateGraph[Any]:
         config = ServerRunInput.model_validate(ctx.input).config if ctx is not None else {}
-        return bind_graph(self.source, saver, config)
+        graph = bind_graph(self.source, saver, config)
+        # LangGraph's server names a graph left unnamed by its graph id (the root run's name in
+        # the ``events`` mode).
+        if graph.name == "LangGraph":
+            graph = graph.copy(update={"name": self.graph_id})
+        return graph
+
+    def streams_events(self, ctx: RunContext) -> bool:
+        return "events" in ServerRunInput.model_validate(ctx.input).stream_mode
 
     def run_config(self, ctx: RunContext, thread_id: str) -> RunnableConfig:
+        """The request's config on the thread's latest checkpoint: a checkpoint it names (in
+        ``configurable``, as LangGraph's server also takes it) is only where the run starts."""
         config = ServerRunInput.model_validate(ctx.input).config
-        configurable = {**config.get("configurable", {}), "thread_id": thread_id}
-        return {**config, "configurable": configurable}  # type: ignore[typeddict-item]
+        configurable = {
+            k: v for k, v in config.get("configurable", {}).items() if k not in CHECKPOINT_KEYS
+        }
+        run_config: RunnableConfig = {
+            **config,  # type: ignore[typeddict-item]
+            "configurable": {**configurable, "thread_id": thread_id},
+        }
+        if ctx.attempt == 1:  # the root run's id, as the reference gives it (a retry: a new one)
+            run_config["run_id"] = ctx.run_id
+        return run_config
+
+    def start_config(self, ctx: RunContext, config: RunnableConfig) -> RunnableConfig:
+        """The run's checkpoint (``checkpoint_id`` / ``checkpoint`` of the request, else one in
+        its ``config.configurable``): the graph goes on from there, and what it writes is the
+        thread's newest state, a fork of it (LangGraph's time travel)."""
+        body = ServerRunInput.model_validate(ctx.input)
+        given = body.config.get("configurable", {})
+        start = {k: given[k] for k in CHECKPOINT_KEYS if given.get(k) is not None}
+        start |= body.checkpoint or {}
+        if not start.get("checkpoint_id"):
+            return config
+        return {**config, "configurable": {**config.get("configurable", {}), **start}}  # type: ignore[typeddict-item]
 
     def graph_input(self, input: Any) -> Any:
         body = ServerRunInput.model_validate(input)

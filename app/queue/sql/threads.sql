@@ -129,9 +129,19 @@ UPDATE threads t
 RETURNING ${part:thread_out};
 
 -- name: search_threads
--- The tenant's threads whose metadata contains :metadata, newest first, a page by offset.
+-- The tenant's threads whose metadata contains :metadata (and whose id is one of :ids, when
+-- given), ordered by :sort_by (created_at | updated_at | thread_id), descending or not, then by
+-- id the same way; a page by offset.
 SELECT ${part:thread_out}
   FROM threads t
  WHERE t.tenant_id = :tenant_id AND t.metadata @> CAST(:metadata AS jsonb)
- ORDER BY t.created_at DESC, t.id DESC
+   AND (CAST(:ids AS uuid[]) IS NULL OR t.id = ANY(CAST(:ids AS uuid[])))
+ ORDER BY CASE WHEN CAST(:descending AS boolean) THEN
+               CASE :sort_by WHEN 'created_at' THEN t.created_at WHEN 'updated_at' THEN t.updated_at END
+          END DESC,
+          CASE WHEN NOT CAST(:descending AS boolean) THEN
+               CASE :sort_by WHEN 'created_at' THEN t.created_at WHEN 'updated_at' THEN t.updated_at END
+          END,
+          CASE WHEN CAST(:descending AS boolean) THEN t.id END DESC,
+          CASE WHEN NOT CAST(:descending AS boolean) THEN t.id END
  LIMIT :limit OFFSET :offset;

@@ -31,6 +31,7 @@ from app.api.protocols.langgraph.schemas import (
     RunId,
     RunsCancel,
     ThreadId,
+    ThreadRunCreate,
 )
 from app.api.protocols.langgraph.status import rolled_back, run_status
 from app.api.runs import event_cursor
@@ -57,7 +58,7 @@ async def create_thread_run(
     guard: UrlGuardDep,
     request: Request,
     thread_id: ThreadId,
-    body: RunCreate,
+    body: ThreadRunCreate,
 ) -> JSONResponse:
     run = await create_run(caller, runtime, guard, request, body, caller.thread_id())
     return JSONResponse(run_json(run), headers={"Content-Location": run_path(run)})
@@ -70,7 +71,7 @@ async def stream_thread_run(
     guard: UrlGuardDep,
     request: Request,
     thread_id: ThreadId,
-    body: RunCreate,
+    body: ThreadRunCreate,
 ) -> Response:
     run = await create_run(caller, runtime, guard, request, body, caller.thread_id())
     return stream_response(runtime, run)
@@ -83,7 +84,7 @@ async def wait_thread_run(
     guard: UrlGuardDep,
     request: Request,
     thread_id: ThreadId,
-    body: RunCreate,
+    body: ThreadRunCreate,
 ) -> JSONResponse:
     run = await create_run(caller, runtime, guard, request, body, caller.thread_id())
     done = await finished(runtime, run)

@@ -79,9 +79,32 @@ class ThreadCountRequest(Body):
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
 
 
+ThreadSortBy = Literal["thread_id", "status", "created_at", "updated_at", "state_updated_at"]
+ThreadField = Literal[
+    "thread_id",
+    "created_at",
+    "updated_at",
+    "state_updated_at",
+    "metadata",
+    "config",
+    "status",
+    "values",
+    "interrupts",
+]
+
+
 class ThreadSearchRequest(ThreadCountRequest):
+    """``POST /threads/search``: without ``sort_by``, most recently updated first (as the
+    reference); ``sort_order`` defaults to ``desc``; ``select`` keeps only the fields named."""
+
+    ids: list[Annotated[uuid.UUID, Field(strict=False)]] | None = Field(
+        default=None, max_length=1000
+    )
     limit: Annotated[int, Field(ge=1, le=1000), Integral] = 10
     offset: Offset = 0
+    sort_by: ThreadSortBy | None = None
+    sort_order: Literal["asc", "desc"] | None = None
+    select: list[ThreadField] | None = None
 
 
 class ThreadStateUpdate(Body):
@@ -157,6 +180,10 @@ class RunCreate(Body):
     durability: Literal["sync", "async", "exit"] | None = None
     webhook: WebhookUrl | None = None
 
+    def start_checkpoint(self) -> dict[str, Any] | None:
+        """The checkpoint the run starts from (None: the thread's latest)."""
+        return None
+
     def modes(self) -> list[str]:
         return [self.stream_mode] if isinstance(self.stream_mode, str) else list(self.stream_mode)
 
@@ -175,7 +202,35 @@ class RunCreate(Body):
             metadata=self.metadata,
             multitask_strategy=self.multitask_strategy,
             durability=self.durability,
+            checkpoint=self.start_checkpoint(),
         ).model_dump(mode="json", exclude_none=True)
+
+
+class CheckpointConfig(Body):
+    """A checkpoint of the run's thread to start from, as LangGraph's server takes it; its
+    ``thread_id`` (if any) is the thread's own and ``checkpoint_map`` is passed as given."""
+
+    checkpoint_id: Annotated[uuid.UUID, Field(strict=False)] | None = None
+    checkpoint_ns: StoredText | None = None
+    checkpoint_map: StoredObject | None = None
+    thread_id: StoredText | None = None
+
+
+class ThreadRunCreate(RunCreate):
+    """A run on a thread: it may start from one of the thread's checkpoints (``checkpoint_id``,
+    or ``checkpoint``, which wins), forking the thread there, instead of its latest."""
+
+    checkpoint_id: Annotated[uuid.UUID, Field(strict=False)] | None = None
+    checkpoint: CheckpointConfig | None = None
+
+    def start_checkpoint(self) -> dict[str, Any] | None:
+        start: dict[str, Any] = {}
+        if self.checkpoint_id is not None:
+            start["checkpoint_id"] = str(self.checkpoint_id)
+        if self.checkpoint is not None:
+            given = self.checkpoint.model_dump(mode="json", exclude_none=True)
+            start |= {k: v for k, v in given.items() if k != "thread_id"}
+        return start or None
 
 
 CancelAction = Literal["interrupt", "rollback"]

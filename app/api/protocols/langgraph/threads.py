@@ -4,7 +4,8 @@ and updates from the graph's checkpoints through runq's saver."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import uuid
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Response, status
 
@@ -36,6 +37,18 @@ from app.errors import RunFinished, RunNotFound, ThreadBusy
 from app.queue.graph_checkpoints import GraphCheckpoints
 
 router = APIRouter()
+
+SortColumn = Literal["created_at", "updated_at", "thread_id"]
+# A sort_by as the column the SQL orders by: ``status`` is ordered after (a thread's status comes
+# from its last run), on top of updated_at; ``state_updated_at`` is updated_at, as the reference
+# gives it for a thread whose state has no time of its own.
+SORT_COLUMNS: dict[str, SortColumn] = {
+    "thread_id": "thread_id",
+    "created_at": "created_at",
+    "updated_at": "updated_at",
+    "state_updated_at": "updated_at",
+    "status": "updated_at",
+}
 
 
 async def last_run(runtime: Runtime, thread: Thread) -> Run | None:
@@ -90,11 +103,25 @@ async def create_thread(caller: Tenant, runtime: RuntimeDep, body: ThreadCreate)
 
 
 async def _search(
-    runtime: Runtime, caller: Caller, body: ThreadCountRequest, *, limit: int, offset: int
+    runtime: Runtime,
+    caller: Caller,
+    body: ThreadCountRequest,
+    *,
+    limit: int,
+    offset: int,
+    ids: list[uuid.UUID] | None = None,
+    sort_by: SortColumn = "updated_at",
+    descending: bool = True,
 ) -> list[dict[str, Any]]:
     """Threads whose metadata matches (in SQL), then status and values (on their last run)."""
     found = await runtime.queue.search_threads(
-        tenant_id=caller.tenant_id, metadata=body.metadata, limit=limit, offset=offset
+        tenant_id=caller.tenant_id,
+        metadata=body.metadata,
+        ids=ids,
+        sort_by=sort_by,
+        descending=descending,
+        limit=limit,
+        offset=offset,
     )
     threads = [await thread_json(runtime, t) for t in found]
     return [
@@ -109,11 +136,29 @@ async def _search(
 async def search_threads(
     caller: Tenant, runtime: RuntimeDep, body: ThreadSearchRequest
 ) -> list[dict[str, Any]]:
-    filtered = body.status is not None or body.values is not None
-    if not filtered:
-        return await _search(runtime, caller, body, limit=body.limit, offset=body.offset)
-    matching = await _search(runtime, caller, body, limit=10_000, offset=0)
-    return matching[body.offset : body.offset + body.limit]
+    """A page of the tenant's threads. Sorted in SQL, except by ``status`` (a thread's status
+    comes from its last run): then, as with a ``status`` or ``values`` filter, every matching
+    thread is read and the page cut from them."""
+    # As the reference: no sort_by is updated_at, newest first, whatever sort_order says.
+    descending = body.sort_by is None or body.sort_order != "asc"
+    column = SORT_COLUMNS[body.sort_by or "updated_at"]
+    in_python = body.status is not None or body.values is not None or body.sort_by == "status"
+    found = await _search(
+        runtime,
+        caller,
+        body,
+        limit=10_000 if in_python else body.limit,
+        offset=0 if in_python else body.offset,
+        ids=body.ids,
+        sort_by=column,
+        descending=descending,
+    )
+    if body.sort_by == "status":  # stable: threads of one status stay by updated_at
+        found.sort(key=lambda t: str(t["status"]), reverse=descending)
+    page = found[body.offset : body.offset + body.limit] if in_python else found
+    if body.select:
+        return [{k: v for k, v in t.items() if k in body.select} for t in page]
+    return page
 
 
 @router.post("/threads/count")
