@@ -24,10 +24,13 @@ are checked against the whole answer.
 from __future__ import annotations
 
 import asyncio
+import shutil
+import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from langgraph_sdk import get_client
@@ -212,23 +215,31 @@ async def _reference(env: dict[str, str], concurrency: int) -> AsyncIterator[Tar
     # BlockBuster off: `langgraph dev` wraps blocking calls to report them, a development check
     # whose CPU is no part of serving a run (the conformance suite keeps it on).
     env = {**env, "PYTHONPATH": "", "LANGGRAPH_ALLOW_BLOCKING": "true"}
-    async with children([reference_argv(port, jobs=concurrency)], env=env, cwd=REFERENCE_CWD) as (
-        child,
-    ):
-
-        async def ok() -> bool:
-            try:
-                async with connection("127.0.0.1", port) as conn:
-                    status, _ = await conn.request("GET", "/ok", headers={})
-                    return status == 200
-            except OSError:
-                return False
-
-        what = f"langgraph dev at {reference_ok_url(port)}"
-        await wait_for(ok, timeout_s=120, what=what, every_s=0.2, watch=[child])
-        yield Target(
-            "reference", f"http://127.0.0.1:{port}", None, lambda: tree_cpu_s(child.proc.pid)
+    # Run in a copy of the graphs' folder: no state left there by the conformance suite or an
+    # earlier bench, and none left for them
+    home = Path(tempfile.mkdtemp(prefix="runq-bench-langgraph-dev-"))
+    try:
+        shutil.copytree(
+            REFERENCE_CWD, home, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".langgraph_api")
         )
+        argv = reference_argv(port, jobs=concurrency, config=home / CONFIG.name)
+        async with children([argv], env=env, cwd=home) as (child,):
+
+            async def ok() -> bool:
+                try:
+                    async with connection("127.0.0.1", port) as conn:
+                        status, _ = await conn.request("GET", "/ok", headers={})
+                        return status == 200
+                except OSError:
+                    return False
+
+            what = f"langgraph dev at {reference_ok_url(port)}"
+            await wait_for(ok, timeout_s=120, what=what, every_s=0.2, watch=[child])
+            yield Target(
+                "reference", f"http://127.0.0.1:{port}", None, lambda: tree_cpu_s(child.proc.pid)
+            )
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def _token(part: StreamPart) -> bool:

@@ -13,10 +13,12 @@ APP = Path(__file__).parent / "app"
 CONFIG = APP / "langgraph.json"
 REFERENCE_VENV = Path(__file__).resolve().parents[2] / ".venv-langgraph-ref"
 REFERENCE_BIN = REFERENCE_VENV / "bin" / "langgraph"
-REFERENCE_CWD = APP  # `langgraph dev` resolves graph paths against its working directory
+# `langgraph dev` resolves graph paths against its working directory, and keeps its state
+# there between starts (.langgraph_api/, pickled threads, runs and checkpoints)
+REFERENCE_CWD = APP
 
 
-def reference_argv(port: int, *, jobs: int = 4) -> list[str]:
+def reference_argv(port: int, *, jobs: int = 4, config: Path = CONFIG) -> list[str]:
     """``langgraph dev`` on ``port`` with ``jobs`` runs at once, no browser, no reloader."""
     return [
         str(REFERENCE_BIN),
@@ -26,7 +28,7 @@ def reference_argv(port: int, *, jobs: int = 4) -> list[str]:
         "--port",
         str(port),
         "--config",
-        str(CONFIG),
+        str(config),
         "--n-jobs-per-worker",
         str(jobs),
     ]
