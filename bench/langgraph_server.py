@@ -58,6 +58,7 @@ SERVERS = ("runq", "reference")
 PROMPT: dict[str, Any] = {"messages": [{"role": "user", "content": "stream me an answer"}]}
 REFERENCE_PACKAGES = ("langgraph-cli", "langgraph-api", "langgraph-runtime-inmem", "langgraph")
 WARM_UP_RUNS = 2  # per server, not counted: imports, the first connection, the model's client
+IDLE_S = 2.0  # each server's CPU with no run, read over this long: the floor under every phase
 
 
 @dataclass
@@ -139,6 +140,8 @@ async def compare(
             for _ in range(WARM_UP_RUNS):
                 await _expect_whole(await _stream(target.client()), tokens)
         results: dict[str, dict[str, Any]] = {t.name: {} for t in targets}
+        for target in targets:
+            results[target.name]["idle_cpu_ms_per_s"] = await _idle_cpu(target)
         for target in targets:
             results[target.name]["one_at_a_time"] = await _sequential(
                 target, runs=runs, tokens=tokens
@@ -291,6 +294,13 @@ async def _expect_whole(streamed: Streamed, tokens: int) -> Streamed:
     if streamed.tokens != tokens:
         raise RuntimeError(f"run {streamed.run_id}: {streamed.tokens} tokens streamed of {tokens}")
     return streamed
+
+
+async def _idle_cpu(target: Target) -> float:
+    """CPU ms per second the server spends with no run (polls, heartbeats, its own loops)."""
+    before = target.cpu_s()
+    await asyncio.sleep(IDLE_S)
+    return round((target.cpu_s() - before) * 1000 / IDLE_S, 1)
 
 
 def _timings(streams: list[Streamed], cpu_s: float) -> dict[str, Any]:

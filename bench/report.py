@@ -389,6 +389,9 @@ def _langgraph_server_rows(section: dict[str, Any] | None) -> list[Row]:
                 rows.append((f"{label}: {name} {q} ms", _num(a), _num(b), _ratio(a, b)))
         a, b = runq[phase]["cpu_us_per_token"], ref[phase]["cpu_us_per_token"]
         rows.append((f"{label}: server CPU us per streamed token", _num(a), _num(b), _ratio(a, b)))
+    a, b = runq.get("idle_cpu_ms_per_s"), ref.get("idle_cpu_ms_per_s")
+    rows.append(("server CPU ms per second with no run (counted in the rows above)", _num(a, "{:.1f}"),
+                 _num(b, "{:.1f}"), _ratio(a, b)))  # fmt: skip
     for kind, label in (("live", "at once"), ("after_end", "after the run's end")):
         a, b = runq["reconnect"][kind], ref["reconnect"][kind]
         rows.append((
