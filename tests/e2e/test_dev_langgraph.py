@@ -16,7 +16,7 @@ from langgraph_sdk import get_sync_client
 
 from tests.api_support import free_port
 from tests.e2e.test_dev_session import RUNQ, _env, _stop, _wait
-from tests.langgraph_server.conftest import APP
+from tests.langgraph_server.reference import APP
 
 
 @pytest.fixture

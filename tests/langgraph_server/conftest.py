@@ -1,7 +1,8 @@
 """The two servers the LangGraph server conformance suite runs against, both serving the graphs
 of ``app/langgraph.json``: runq (an API process and a worker, ``/langgraph``), and, with
 ``--langgraph-server=reference`` (``make conformance-langgraph``), LangGraph's own
-``langgraph dev`` from the venv ``make conformance-langgraph`` installs it in.
+``langgraph dev`` from the venv ``make conformance-langgraph`` installs it in (started as
+``reference.py`` says, which the bench shares).
 
 Both reach the model only at the suite's fake OpenAI server on 127.0.0.1."""
 
@@ -13,7 +14,6 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import httpx
 import pytest
@@ -23,10 +23,14 @@ from langgraph_sdk.client import LangGraphClient
 from tests.api_support import ROOT, ApiProcess, free_port, stop_process
 from tests.clients.conftest import new_key
 from tests.fakes.openai_server import FakeOpenAI
+from tests.langgraph_server.reference import (
+    CONFIG,
+    REFERENCE_BIN,
+    REFERENCE_CWD,
+    reference_argv,
+    reference_ok_url,
+)
 
-APP = Path(__file__).parent / "app"
-CONFIG = APP / "langgraph.json"
-REFERENCE_BIN = ROOT / ".venv-langgraph-ref" / "bin" / "langgraph"
 SERVER_ENV = {"RUNQ_POLL_S": "0.2", "RUNQ_LEASE_S": "5", "RUNQ_HEARTBEAT_S": "1"}
 START_S = 90.0
 
@@ -136,25 +140,14 @@ def reference_server(server_env: dict[str, str], model: FakeOpenAI) -> Iterator[
         )
     port = free_port()
     proc = subprocess.Popen(
-        [
-            str(REFERENCE_BIN),
-            "dev",
-            "--no-browser",
-            "--no-reload",
-            "--port",
-            str(port),
-            "--config",
-            str(CONFIG),
-            "--n-jobs-per-worker",
-            "4",
-        ],
-        cwd=APP,  # `langgraph dev` resolves graph paths against its working directory
+        reference_argv(port),
+        cwd=REFERENCE_CWD,
         env=os.environ | server_env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     try:
-        _wait_ok(f"http://127.0.0.1:{port}/ok", proc)
+        _wait_ok(reference_ok_url(port), proc)
         yield Server("reference", f"http://127.0.0.1:{port}", None, model)
     finally:
         stop_process(proc)
