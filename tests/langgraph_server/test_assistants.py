@@ -13,7 +13,7 @@ from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import APIStatusError, ConflictError, NotFoundError
 
 from tests.langgraph_server.conftest import Server, runq_only
-from tests.langgraph_server.test_conformance import NAMESPACE
+from tests.langgraph_server.support import NAMESPACE
 
 SHOWN = ("graph_id", "config", "context", "metadata", "name", "description", "version")
 

@@ -12,7 +12,7 @@ from langgraph_sdk.client import LangGraphClient
 
 from app.db.url import asyncpg_dsn
 from tests.langgraph_server.conftest import Server, runq_only
-from tests.langgraph_server.test_conformance import WITHIN_S
+from tests.langgraph_server.support import WITHIN_S
 from tests.worker_support import wait_until
 
 
