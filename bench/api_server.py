@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.api.keys import create_key
-from bench.http import connection
+from bench.http import answers_ok
 from bench.procs import PYTHON, Child, children, wait_for
 from bench.server import free_port
 
@@ -42,15 +42,8 @@ async def running_api(url: str, **settings: str) -> AsyncIterator[Api]:
     env = {"RUNQ_DATABASE_URL": url, "RUNQ_LOG_FORMAT": "json", **settings}
     key = await create_key(url, tenant_id=TENANT)
     async with children([argv], env=env) as (child,):
-
-        async def healthy() -> bool:
-            try:
-                async with connection("127.0.0.1", port) as conn:
-                    status, _ = await conn.request("GET", "/readyz", headers={})
-                    return status == 200
-            except OSError:
-                return False
-
-        await wait_for(healthy, timeout_s=60, what="the API to answer /readyz", every_s=0.1, watch=[child])
+        await wait_for(
+            lambda: answers_ok(port, "/readyz"), timeout_s=60, what="the API to answer /readyz", every_s=0.1, watch=[child]
+        )
         await asyncio.sleep(0.2)
         yield Api(port, key, child)

@@ -105,3 +105,13 @@ async def connection(host: str, port: int) -> AsyncIterator[Connection]:
 
 def json_body(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
+
+
+async def answers_ok(port: int, path: str) -> bool:
+    """Whether 127.0.0.1:``port`` answers ``GET path`` with 200 (false while nothing listens)."""
+    try:
+        async with connection("127.0.0.1", port) as conn:
+            status, _ = await conn.request("GET", path, headers={})
+            return status == 200
+    except OSError:
+        return False

@@ -38,7 +38,7 @@ from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.schema import StreamPart
 
 from bench.api_server import running_api
-from bench.http import connection
+from bench.http import answers_ok
 from bench.procs import ROOT, children, tree_cpu_s, wait_for, wait_for_workers
 from bench.server import BenchServer, free_port
 from bench.stats import summary
@@ -227,17 +227,8 @@ async def _reference(env: dict[str, str], concurrency: int) -> AsyncIterator[Tar
         )
         argv = reference_argv(port, jobs=concurrency, config=home / CONFIG.name)
         async with children([argv], env=env, cwd=home) as (child,):
-
-            async def ok() -> bool:
-                try:
-                    async with connection("127.0.0.1", port) as conn:
-                        status, _ = await conn.request("GET", "/ok", headers={})
-                        return status == 200
-                except OSError:
-                    return False
-
             what = f"langgraph dev at {reference_ok_url(port)}"
-            await wait_for(ok, timeout_s=120, what=what, every_s=0.2, watch=[child])
+            await wait_for(lambda: answers_ok(port, "/ok"), timeout_s=120, what=what, every_s=0.2, watch=[child])
             yield Target(
                 "reference", f"http://127.0.0.1:{port}", None, lambda: tree_cpu_s(child.proc.pid)
             )
